@@ -1,0 +1,48 @@
+# regionflow build skeleton.  All targets use the project venv in .venv.
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+PYTHON ?= python3.11
+VENV   := .venv
+VPY    := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed.stamp
+
+PYTEST_ARGS ?=
+
+# Keep Airflow's state (airflow.cfg, sqlite db, logs) inside the repo, not in ~/airflow.
+export AIRFLOW_HOME ?= $(CURDIR)/.airflow
+export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
+# Spark: bind to loopback (else Spark warns and picks eth0's address).
+export SPARK_LOCAL_IP ?= 127.0.0.1
+# pip-installed spark-submit resolves SPARK_HOME and its Python workers via the
+# `python3` on PATH, so put the venv first and name its interpreter explicitly
+# (also makes SparkSubmitHook's plain `spark-submit` resolve to the venv's).
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
+export PYTHONDONTWRITEBYTECODE ?= 1
+
+.PHONY: venv test demo bench clean
+
+venv: $(STAMP)
+
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+
+# Re-run pip only when setup.py changed (or the venv is new).
+$(STAMP): setup.py | $(VPY)
+	$(VPY) -m pip install --disable-pip-version-check -e '.[test]'
+	touch $@
+
+test: venv
+	$(VPY) -m pytest tests -q -ra --timeout=900 $(PYTEST_ARGS)
+
+demo: venv
+	$(VENV)/bin/regionflow plan examples/jobs/flip119.json --mode pointwise-pipelined-only
+
+bench: venv
+	$(VPY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis .airflow spark-warehouse metastore_db derby.log
+	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +

@@ -1,0 +1,22 @@
+"""regionflow: Apache Flink's batch scheduler (pipelined regions, FIFO bulk slot pool, speculation)
+for Apache Airflow DAGs whose work runs on Spark.
+
+Layers (see DESIGN.md): `core` and `scheduling` are pure Python; `spark`, `store`, `operators`,
+`sensors`, `executors` adapt them to Spark and Airflow.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+PACKAGE_NAME = "airflow-provider-regionflow"
+
+
+def get_provider_info() -> dict:
+    """Provider metadata read by Airflow's ProvidersManager (entry point `apache_airflow_provider`)."""
+    return {
+        "package-name": PACKAGE_NAME,
+        "name": "regionflow",
+        "description": "Flink's pipelined-region batch scheduler for Airflow + Spark: regions as Spark "
+                       "submissions, a FIFO bulk slot pool, speculative execution.",
+        "versions": [__version__],
+    }

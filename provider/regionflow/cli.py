@@ -1,0 +1,189 @@
+"""The `regionflow` command line: plan, simulate, bench (and later run, status).
+
+Every expected failure is a `RegionflowError`; the CLI prints its message (no traceback) and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable, Sequence
+
+from .core.errors import RegionflowError, SpecError
+from .core.graph import load_job
+from .core.modes import ExchangeMode
+from .core.plan import Plan
+
+EXIT_USAGE = 2
+EXIT_INCOMPLETE = 1  # simulate: the jobs could not complete (deadlock, rejected bulk)
+MODES_HELP = "all-blocking | forward-pipelined-only (default) | pointwise-pipelined-only | all-pipelined"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.handler(args) or 0
+    except RegionflowError as error:
+        print(f"regionflow: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="regionflow", description="Flink's batch scheduler for Airflow + Spark")
+    commands = parser.add_subparsers(title="commands")
+    _add_plan(commands)
+    _add_simulate(commands)
+    _add_bench(commands)
+    return parser
+
+
+# ---- plan -----------------------------------------------------------------------------------------
+
+
+def _add_plan(commands) -> None:
+    plan = commands.add_parser("plan", help="print the pipelined regions of a job")
+    plan.add_argument("job", help="job spec JSON file or package.module:attribute naming a JobGraph")
+    plan.add_argument("--mode", default=None, help=MODES_HELP)
+    plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.add_argument("--inputs", action="store_true", help="also list the producer subtasks each subtask reads")
+    plan.set_defaults(handler=run_plan)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    plan = Plan(load_job(args.job), ExchangeMode.parse(args.mode))
+    if args.format == "json":
+        print(json.dumps(plan.to_dict(inputs=args.inputs), indent=2))
+    else:
+        print(plan.to_text(inputs=args.inputs))
+    return 0
+
+
+# ---- simulate ---------------------------------------------------------------------------------------
+
+
+def _add_simulate(commands) -> None:
+    simulate = commands.add_parser("simulate", help="run jobs on a simulated cluster with the real scheduler")
+    simulate.add_argument("jobs", nargs="+", metavar="JOB", help="job spec files or module:attribute references")
+    simulate.add_argument("--mode", default=None, help=MODES_HELP)
+    cluster = simulate.add_mutually_exclusive_group()
+    cluster.add_argument("--slots", type=int, default=None, help="one host with N slots")
+    cluster.add_argument("--hosts", default=None, help="host spec, e.g. 'h1:slots=2;h2:slots=4,gpu=1'")
+    simulate.add_argument("--durations", default=None,
+                          help="per-vertex subtask durations, e.g. 'A=2,B=0.5' (default 1.0)")
+    simulate.add_argument("--allocator", choices=("fifo-bulk", "per-task"), default="fifo-bulk")
+    simulate.add_argument("--format", choices=("text", "json"), default="text")
+    simulate.set_defaults(handler=run_simulate)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from .scheduling.simulate import parse_durations, simulate
+
+    mode = ExchangeMode.parse(args.mode)
+    plans = [Plan(load_job(job), mode) for job in args.jobs]
+    cluster = _cluster_from_args(args)
+    result = simulate(plans, cluster, durations=parse_durations(args.durations), allocator=args.allocator)
+    _print_result(result.to_dict() if args.format == "json" else result.to_text(), args.format)
+    return 0 if result.completed else EXIT_INCOMPLETE
+
+
+def _cluster_from_args(args: argparse.Namespace):
+    from .scheduling.hosts import Cluster
+
+    if args.slots is not None and args.slots < 1:
+        raise SpecError(f"--slots is {args.slots}; give at least 1 slot")
+    if args.hosts:
+        return Cluster.parse(args.hosts)
+    return Cluster.local_default(args.slots)
+
+
+# ---- bench ---------------------------------------------------------------------------------------------
+
+
+def _add_bench(commands) -> None:
+    bench = commands.add_parser("bench", help="benchmarks that print their figures")
+    kinds = bench.add_subparsers(title="benchmarks")
+
+    topology = kinds.add_parser("topology", help="execution topology + regions build time and memory")
+    topology.add_argument("--parallelism", type=_positive_int, default=10_000)
+    topology.add_argument("--pattern", choices=("all-to-all", "pointwise"), default="all-to-all")
+    topology.add_argument("--exchange", choices=("blocking", "pipelined"), default="blocking")
+    topology.add_argument("--repeats", type=_positive_int, default=5)
+    topology.add_argument("--naive-parallelism", type=_positive_int, default=None,
+                          help="size of the naive one-object-per-edge baseline (default min(N, 2000))")
+    topology.add_argument("--format", choices=("text", "json"), default="text")
+    topology.set_defaults(handler=_bench_handler("topology"))
+
+    pool = kinds.add_parser("pool", help="FIFO bulk slot pool decisions per second")
+    pool.add_argument("--bulks", type=_positive_int, default=100_000)
+    pool.add_argument("--slots", type=_positive_int, default=1_000)
+    pool.add_argument("--hosts", type=_positive_int, default=100)
+    pool.add_argument("--seed", type=int, default=0)
+    pool.add_argument("--format", choices=("text", "json"), default="text")
+    pool.set_defaults(handler=_bench_handler("pool"))
+
+    schedule = kinds.add_parser("schedule", help="region scheduling strategy over a 2-vertex all-to-all job")
+    schedule.add_argument("--parallelism", type=_positive_int, default=10_000)
+    schedule.add_argument("--slots", type=_positive_int, default=1_000)
+    schedule.add_argument("--format", choices=("text", "json"), default="text")
+    schedule.set_defaults(handler=_bench_handler("schedule"))
+
+
+def _bench_handler(kind: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        options = {k: v for k, v in vars(args).items() if k not in ("handler", "format")}
+        _print_result(_bench_function(kind)(**options), args.format)
+        return 0
+
+    return handler
+
+
+def _bench_function(kind: str) -> Callable[..., dict]:
+    if kind == "topology":
+        from .bench.topology import bench_topology
+
+        return bench_topology
+    if kind == "pool":
+        from .scheduling.pool_bench import bench_pool
+
+        return bench_pool
+    from .scheduling.simulate import bench_schedule
+
+    return bench_schedule
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _print_result(result: Any, output_format: str) -> None:
+    if output_format == "json":
+        print(json.dumps(result, indent=2))
+    elif isinstance(result, str):
+        print(result)
+    else:
+        print(_as_text(result))
+
+
+def _as_text(data: dict, indent: str = "") -> str:
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            lines.append(f"{indent}{key}:")
+            lines.append(_as_text(value, indent + "  "))
+        else:
+            lines.append(f"{indent}{key}: {value}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

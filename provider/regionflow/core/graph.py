@@ -1,0 +1,330 @@
+"""The job graph a user writes: vertices with a parallelism, edges with a distribution and exchange.
+
+Owns `Distribution`, `Exchange`, `Vertex`, `Edge`, `JobGraph`, the JSON job spec format, loading a job
+from a spec file or a ``package.module:attribute`` reference, and validation. Validation names the
+vertex or edge at fault and the fix; a graph that passes `JobGraph.validate` can always be planned.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Iterable, Mapping
+
+from .errors import JobGraphError, SpecError
+from .resources import UNKNOWN, ResourceProfile
+
+
+class Distribution(Enum):
+    """How a consumer's subtasks are wired to a producer's partitions."""
+
+    FORWARD = "forward"  # pointwise, equal parallelism: subtask i reads partition i
+    RESCALE = "rescale"  # pointwise, Flink's wiring for unequal parallelism
+    HASH = "hash"  # all-to-all, partitioned by key columns
+    REBALANCE = "rebalance"  # all-to-all, round robin
+    BROADCAST = "broadcast"  # all-to-all, every consumer reads every partition whole
+
+    @property
+    def is_pointwise(self) -> bool:
+        return self in (Distribution.FORWARD, Distribution.RESCALE)
+
+    @classmethod
+    def parse(cls, value: "str | Distribution", where: str = "") -> "Distribution":
+        if isinstance(value, Distribution):
+            return value
+        key = str(value).strip().lower().replace("-", "_")
+        key = _DISTRIBUTION_SYNONYMS.get(key, key)
+        for member in cls:
+            if member.value == key:
+                return member
+        names = ", ".join(m.name for m in cls) + " (synonyms POINTWISE, ALL_TO_ALL)"
+        raise SpecError(f"{where}unknown distribution {value!r}; use one of {names}")
+
+
+_DISTRIBUTION_SYNONYMS = {"pointwise": "rescale", "all_to_all": "broadcast"}
+
+
+class Exchange(Enum):
+    """Whether a consumer reads while the producer writes (pipelined) or after it finished (blocking)."""
+
+    PIPELINED = "pipelined"
+    BLOCKING = "blocking"
+
+    @classmethod
+    def parse(cls, value: "str | Exchange | None", where: str = "") -> "Exchange | None":
+        if value is None or isinstance(value, Exchange):
+            return value
+        key = str(value).strip().lower()
+        for member in cls:
+            if member.value == key:
+                return member
+        raise SpecError(
+            f"{where}unknown exchange {value!r}; use PIPELINED, BLOCKING, or leave it unset so the mode decides"
+        )
+
+
+@dataclass(frozen=True)
+class Vertex:
+    """One step of the job; it runs as `parallelism` subtasks ``name#0 .. name#(p-1)``."""
+
+    name: str
+    parallelism: int
+    resources: ResourceProfile = UNKNOWN
+    slot_sharing_group: str | None = None
+    fn: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A data exchange from `src` to `dst`; `exchange=None` lets the global mode decide."""
+
+    src: str
+    dst: str
+    distribution: Distribution
+    exchange: Exchange | None = None
+    keys: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        suffix = f" [{self.exchange.value}]" if self.exchange else ""
+        return f"{self.src} -{self.distribution.name}-> {self.dst}{suffix}"
+
+
+class JobGraph:
+    """Vertices and edges of one job, in the order they were added."""
+
+    def __init__(self, name: str = "job") -> None:
+        self.name = name
+        self.vertices: dict[str, Vertex] = {}
+        self.edges: list[Edge] = []
+        self._duplicate_names: list[str] = []
+
+    def add_vertex(
+        self,
+        name: str,
+        parallelism: int,
+        resources: ResourceProfile = UNKNOWN,
+        slot_sharing_group: str | None = None,
+        fn: Callable[..., Any] | None = None,
+    ) -> Vertex:
+        vertex = Vertex(name, parallelism, resources, slot_sharing_group, fn)
+        if name in self.vertices:
+            self._duplicate_names.append(name)
+        else:
+            self.vertices[name] = vertex
+        return vertex
+
+    def connect(
+        self,
+        src: str,
+        dst: str,
+        distribution: "Distribution | str",
+        exchange: "Exchange | str | None" = None,
+        keys: Iterable[str] = (),
+    ) -> Edge:
+        where = f"edge {src} -> {dst}: "
+        edge = Edge(src, dst, Distribution.parse(distribution, where), Exchange.parse(exchange, where), tuple(keys))
+        self.edges.append(edge)
+        return edge
+
+    def validate(self) -> "JobGraph":
+        """Raise `JobGraphError` for the first problem found; return self when the graph is sound."""
+        if self._duplicate_names:
+            name = self._duplicate_names[0]
+            raise JobGraphError(f"duplicate vertex name {name!r}; every vertex needs a unique name")
+        if not self.vertices:
+            raise JobGraphError(f"job {self.name!r} has no vertices; add at least one vertex")
+        for vertex in self.vertices.values():
+            _check_vertex(vertex)
+        for edge in self.edges:
+            self._check_edge(edge)
+        self.topological_order()
+        return self
+
+    def _check_edge(self, edge: Edge) -> None:
+        for end in (edge.src, edge.dst):
+            if end not in self.vertices:
+                raise JobGraphError(
+                    f"edge {edge.src} -> {edge.dst} names unknown vertex {end!r}; "
+                    f"known vertices: {', '.join(sorted(self.vertices)) or 'none'}"
+                )
+        if edge.src == edge.dst:
+            raise JobGraphError(f"edge {edge.src} -> {edge.dst} is a self-loop; a job graph must be acyclic")
+        src, dst = self.vertices[edge.src], self.vertices[edge.dst]
+        if edge.distribution is Distribution.FORWARD and src.parallelism != dst.parallelism:
+            raise JobGraphError(
+                f"edge {edge.src} -> {edge.dst} is FORWARD but the parallelisms differ "
+                f"({src.parallelism} vs {dst.parallelism}); use RESCALE, or give both the same parallelism"
+            )
+        if edge.distribution is Distribution.HASH and not edge.keys:
+            raise JobGraphError(
+                f"edge {edge.src} -> {edge.dst} is HASH but names no key columns; give keys, e.g. keys=['customer_id']"
+            )
+
+    def topological_order(self) -> list[str]:
+        """Vertex names, producers before consumers (stable: insertion order breaks ties)."""
+        indegree = {name: 0 for name in self.vertices}
+        successors: dict[str, list[str]] = {name: [] for name in self.vertices}
+        for edge in self.edges:
+            if edge.src in successors and edge.dst in indegree:
+                successors[edge.src].append(edge.dst)
+                indegree[edge.dst] += 1
+        ready = deque(name for name, degree in indegree.items() if degree == 0)
+        order: list[str] = []
+        while ready:
+            name = ready.popleft()
+            order.append(name)
+            for succ in successors[name]:
+                indegree[succ] -= 1
+                if indegree[succ] == 0:
+                    ready.append(succ)
+        if len(order) < len(self.vertices):
+            cycle = _find_cycle({n for n, d in indegree.items() if d > 0}, successors)
+            raise JobGraphError(
+                f"the job graph has a cycle: {' -> '.join(cycle)}; remove one of these edges"
+            )
+        return order
+
+    # ---- spec format -------------------------------------------------------------------------
+
+    def to_spec(self) -> dict:
+        return {
+            "name": self.name,
+            "vertices": [_vertex_spec(v) for v in self.vertices.values()],
+            "edges": [_edge_spec(e) for e in self.edges],
+        }
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any], name: str | None = None) -> "JobGraph":
+        if not isinstance(spec, Mapping):
+            raise SpecError("a job spec must be a JSON object with 'vertices' and 'edges'")
+        unknown_keys = set(spec) - {"name", "vertices", "edges"}
+        if unknown_keys:
+            raise SpecError(f"job spec has unknown key(s) {sorted(unknown_keys)}; allowed: name, vertices, edges")
+        graph = cls(str(spec.get("name") or name or "job"))
+        vertices = spec.get("vertices")
+        if not isinstance(vertices, list):
+            raise SpecError("job spec needs 'vertices': a list of {\"id\", \"parallelism\"} objects")
+        for position, entry in enumerate(vertices):
+            _add_vertex_from_spec(graph, entry, position)
+        edges = spec.get("edges", [])
+        if not isinstance(edges, list):
+            raise SpecError("job spec 'edges' must be a list of {\"src\", \"dst\", \"distribution\"} objects")
+        for position, entry in enumerate(edges):
+            _add_edge_from_spec(graph, entry, position)
+        return graph.validate()
+
+
+def _check_vertex(vertex: Vertex) -> None:
+    if not isinstance(vertex.name, str) or not vertex.name or "#" in vertex.name:
+        raise JobGraphError(f"vertex name {vertex.name!r} is invalid; use a non-empty name without '#'")
+    if isinstance(vertex.parallelism, bool) or not isinstance(vertex.parallelism, int) or vertex.parallelism < 1:
+        raise JobGraphError(
+            f"vertex {vertex.name!r} has parallelism {vertex.parallelism!r}; parallelism must be an integer >= 1"
+        )
+
+
+def _find_cycle(candidates: set[str], successors: Mapping[str, list[str]]) -> list[str]:
+    """A cycle among vertices left over by Kahn's algorithm (each has a predecessor among them)."""
+    start = min(candidates)
+    path, seen = [start], {start: 0}
+    node = start
+    while True:
+        node = next(s for s in successors[node] if s in candidates)
+        if node in seen:
+            return path[seen[node]:] + [node]
+        seen[node] = len(path)
+        path.append(node)
+
+
+def _vertex_spec(vertex: Vertex) -> dict:
+    data: dict[str, Any] = {"id": vertex.name, "parallelism": vertex.parallelism}
+    if not vertex.resources.unknown:
+        data["resources"] = vertex.resources.to_dict()
+    if vertex.slot_sharing_group:
+        data["slot_sharing_group"] = vertex.slot_sharing_group
+    return data
+
+
+def _edge_spec(edge: Edge) -> dict:
+    data: dict[str, Any] = {"src": edge.src, "dst": edge.dst, "distribution": edge.distribution.name}
+    if edge.exchange:
+        data["exchange"] = edge.exchange.name
+    if edge.keys:
+        data["keys"] = list(edge.keys)
+    return data
+
+
+def _add_vertex_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
+    where = f"vertices[{position}]"
+    if not isinstance(entry, Mapping) or "id" not in entry or "parallelism" not in entry:
+        raise SpecError(f"{where} must be an object with 'id' and 'parallelism', got {entry!r}")
+    unknown_keys = set(entry) - {"id", "parallelism", "resources", "slot_sharing_group"}
+    if unknown_keys:
+        raise SpecError(f"{where} ({entry['id']!r}) has unknown key(s) {sorted(unknown_keys)}")
+    resources = entry.get("resources")
+    if resources is not None and not isinstance(resources, Mapping):
+        raise SpecError(f"{where} ({entry['id']!r}): 'resources' must be an object like {{\"cpu\": 1, \"heap_mib\": 512}}")
+    graph.add_vertex(
+        entry["id"],
+        entry["parallelism"],
+        ResourceProfile.from_dict(resources),
+        entry.get("slot_sharing_group"),
+    )
+
+
+def _add_edge_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
+    where = f"edges[{position}]"
+    if not isinstance(entry, Mapping) or not {"src", "dst", "distribution"} <= set(entry):
+        raise SpecError(f"{where} must be an object with 'src', 'dst' and 'distribution', got {entry!r}")
+    unknown_keys = set(entry) - {"src", "dst", "distribution", "exchange", "keys"}
+    if unknown_keys:
+        raise SpecError(f"{where} ({entry['src']} -> {entry['dst']}) has unknown key(s) {sorted(unknown_keys)}")
+    keys = entry.get("keys", [])
+    if isinstance(keys, str):
+        keys = [keys]
+    graph.connect(entry["src"], entry["dst"], entry["distribution"], entry.get("exchange"), keys)
+
+
+def load_job(reference: str) -> JobGraph:
+    """Load a job from a JSON spec file or from ``package.module:attribute`` naming a JobGraph
+    (or a zero-argument callable returning one)."""
+    if os.path.exists(reference) or reference.endswith(".json"):
+        return _load_spec_file(reference)
+    if ":" in reference:
+        return _load_attribute(reference)
+    raise SpecError(
+        f"cannot load job {reference!r}: give a JSON job spec file or 'package.module:attribute'"
+    )
+
+
+def _load_spec_file(path: str) -> JobGraph:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            spec = json.load(handle)
+    except FileNotFoundError:
+        raise SpecError(f"job spec file {path!r} does not exist") from None
+    except json.JSONDecodeError as error:
+        raise SpecError(f"job spec file {path!r} is not valid JSON: {error}") from None
+    default_name = os.path.splitext(os.path.basename(path))[0]
+    return JobGraph.from_spec(spec, name=default_name)
+
+
+def _load_attribute(reference: str) -> JobGraph:
+    module_name, _, attribute = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise SpecError(f"cannot import module {module_name!r} for job {reference!r}: {error}") from None
+    try:
+        value = getattr(module, attribute)
+    except AttributeError:
+        raise SpecError(f"module {module_name!r} has no attribute {attribute!r}") from None
+    if callable(value) and not isinstance(value, JobGraph):
+        value = value()
+    if not isinstance(value, JobGraph):
+        raise SpecError(f"{reference!r} is a {type(value).__name__}, not a JobGraph")
+    return value.validate()

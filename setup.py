@@ -1,0 +1,63 @@
+"""Packaging for airflow-provider-regionflow.
+
+Sources live in provider/regionflow (import package ``regionflow``).
+This file must not import the package itself.
+"""
+from setuptools import find_packages, setup
+
+# pyspark and pyspark-client ship the same ``pyspark`` Python package and
+# overwrite each other's files.  apache-airflow-providers-apache-spark requires
+# pyspark-client, so both are pinned to the SAME exact version: the Python
+# sources then match the JARs shipped by pyspark.  pyspark-client's newest
+# release is 4.2.0, hence pyspark 4.2.0.  Bump both together (and keep
+# tests/test_smoke_install.py green).
+SPARK_VERSION = "4.2.0"
+
+INSTALL_REQUIRES = [
+    "apache-airflow>=3.3,<3.4",
+    "apache-airflow-providers-apache-spark>=6.3.4,<7",
+    f"pyspark=={SPARK_VERSION}",
+    f"pyspark-client=={SPARK_VERSION}",
+    # pyspark-client wants pandas>=2.2; PySpark 4.2 warns that pandas 3 is not
+    # fully supported yet.
+    "pandas>=2.2,<3",
+    # Airflow 3.3 needs sqlalchemy[asyncio]>=2.0.50; stay on the 2.0 series
+    # that Airflow is developed and tested against (2.1 changes defaults).
+    "SQLAlchemy>=2.0.50,<2.1",
+]
+
+TEST_REQUIRES = [
+    "pytest>=8.3,<10",
+    "pytest-timeout>=2.3,<3",
+    "hypothesis>=6.100,<7",
+]
+
+setup(
+    name="airflow-provider-regionflow",
+    version="0.1.0",
+    description="Apache Airflow provider that runs DAG regions as Spark submissions",
+    long_description="Apache Airflow provider that runs Airflow DAG regions as Spark submissions.",
+    license="Apache-2.0",
+    python_requires=">=3.11",
+    package_dir={"": "provider"},
+    packages=find_packages("provider"),
+    package_data={
+        "": ["*.json", "*.yaml", "*.yml"],
+        "regionflow": ["static/*", "static/**/*"],
+    },
+    include_package_data=True,
+    zip_safe=False,
+    install_requires=INSTALL_REQUIRES,
+    extras_require={"test": TEST_REQUIRES},
+    entry_points={
+        "console_scripts": ["regionflow=regionflow.cli:main"],
+        "apache_airflow_provider": ["provider_info=regionflow:get_provider_info"],
+    },
+    classifiers=[
+        "Framework :: Apache Airflow",
+        "Framework :: Apache Airflow :: Provider",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
+        "License :: OSI Approved :: Apache Software License",
+    ],
+)
