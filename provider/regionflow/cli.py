@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -30,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RegionflowError as error:
         print(f"regionflow: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # the reader (e.g. `| head`) went away: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands")
     _add_plan(commands)
     _add_simulate(commands)
+    _add_run(commands)
     _add_bench(commands)
     return parser
 
@@ -98,6 +104,60 @@ def _cluster_from_args(args: argparse.Namespace):
     if args.hosts:
         return Cluster.parse(args.hosts)
     return Cluster.local_default(args.slots)
+
+
+# ---- run ---------------------------------------------------------------------------------------------
+
+
+def _add_run(commands) -> None:
+    run = commands.add_parser("run", help="run a job end to end on this machine with real Spark submissions")
+    run.add_argument("job", help="package.module:attribute naming a JobGraph (or a job spec file whose "
+                                 "vertices name their 'fn')")
+    run.add_argument("--mode", default=None, help=MODES_HELP)
+    cluster = run.add_mutually_exclusive_group()
+    cluster.add_argument("--slots", type=int, default=None, help="one local host with N slots (default: CPU count)")
+    cluster.add_argument("--hosts", default=None, help="host spec, e.g. 'a:slots=1,affinity=0;b:slots=1,affinity=1'")
+    run.add_argument("--data-dir", default=None, help="partition store and relative sink paths (default: a temp dir)")
+    run.add_argument("--max-shards", type=_positive_int, default=1,
+                     help="Spark submissions per logical region at most (default 1)")
+    run.add_argument("--retries", type=int, default=2, help="retries of a failed unit (default 2)")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark conf for every submission")
+    run.add_argument("--reference", action="store_true",
+                     help="run the vertex functions as one plain PySpark program (the ground truth)")
+    run.add_argument("--format", choices=("text", "json"), default="text")
+    run.set_defaults(handler=run_run)
+
+
+def run_run(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .spark.runner import LocalRunner, RunOptions, run_reference
+
+    job_reference = os.path.abspath(args.job) if os.path.exists(args.job) else args.job
+    plan = Plan(load_job(job_reference), ExchangeMode.parse(args.mode))
+    if args.retries < 0:
+        raise SpecError(f"--retries is {args.retries}; give 0 or more")
+    data_dir = args.data_dir or tempfile.mkdtemp(prefix="regionflow-")
+    progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.format == "json" else print
+    options = RunOptions(data_dir=os.path.abspath(data_dir) if "://" not in data_dir else data_dir,
+                         cluster=_cluster_from_args(args), max_shards=args.max_shards, retries=args.retries,
+                         job_conf=_parse_conf(args.conf), progress=progress)
+    if args.reference:
+        summary = run_reference(job_reference, plan, options)
+    else:
+        summary = LocalRunner(job_reference, plan, options).run()
+    _print_result(summary.to_dict() if args.format == "json" else summary.to_text(), args.format)
+    return 0
+
+
+def _parse_conf(items: list[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(f"--conf {item!r} must look like KEY=VALUE, e.g. spark.sql.shuffle.partitions=4")
+        conf[key.strip()] = value
+    return conf
 
 
 # ---- bench ---------------------------------------------------------------------------------------------

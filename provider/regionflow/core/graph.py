@@ -67,14 +67,55 @@ class Exchange(Enum):
 
 
 @dataclass(frozen=True)
+class Sink:
+    """Where a sink vertex's output goes: written through regionflow's committer, so readers see
+    each subtask's output whole and once."""
+
+    path: str
+    format: str = "parquet"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path.strip():
+            raise JobGraphError(f"sink path {self.path!r} is empty; give the directory the output goes to")
+        if self.format not in SINK_FORMATS:
+            raise JobGraphError(f"sink format {self.format!r} is not supported; use one of {', '.join(SINK_FORMATS)}")
+
+
+SINK_FORMATS = ("parquet",)
+
+
+@dataclass(frozen=True)
 class Vertex:
-    """One step of the job; it runs as `parallelism` subtasks ``name#0 .. name#(p-1)``."""
+    """One step of the job; it runs as `parallelism` subtasks ``name#0 .. name#(p-1)``.
+
+    `fn` is the step itself (``fn(spark, inputs, ctx) -> DataFrame``), a callable or a
+    ``"package.module:function"`` reference resolved where it runs.
+    """
 
     name: str
     parallelism: int
     resources: ResourceProfile = UNKNOWN
     slot_sharing_group: str | None = None
-    fn: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    fn: "Callable[..., Any] | str | None" = field(default=None, compare=False, repr=False)
+    sink: Sink | None = None
+
+    def resolve_fn(self) -> Callable[..., Any]:
+        """The vertex function, importing it when given by reference."""
+        if callable(self.fn):
+            return self.fn
+        if isinstance(self.fn, str):
+            return _import_reference(self.fn, f"vertex {self.name!r}")
+        raise JobGraphError(f"vertex {self.name!r} has no function; give fn=callable or fn='module:function'")
+
+    @property
+    def fn_reference(self) -> str | None:
+        """``module:qualname`` of the vertex function, when it can be imported by that name."""
+        if isinstance(self.fn, str):
+            return self.fn
+        module, qualname = getattr(self.fn, "__module__", None), getattr(self.fn, "__qualname__", "")
+        if module and qualname and "<" not in qualname and module != "__main__":
+            return f"{module}:{qualname}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -108,9 +149,12 @@ class JobGraph:
         parallelism: int,
         resources: ResourceProfile = UNKNOWN,
         slot_sharing_group: str | None = None,
-        fn: Callable[..., Any] | None = None,
+        fn: "Callable[..., Any] | str | None" = None,
+        sink: "Sink | str | None" = None,
     ) -> Vertex:
-        vertex = Vertex(name, parallelism, resources, slot_sharing_group, fn)
+        if isinstance(sink, str):
+            sink = Sink(sink)
+        vertex = Vertex(name, parallelism, resources, slot_sharing_group, fn, sink)
         if name in self.vertices:
             self._duplicate_names.append(name)
         else:
@@ -126,7 +170,8 @@ class JobGraph:
         keys: Iterable[str] = (),
     ) -> Edge:
         where = f"edge {src} -> {dst}: "
-        edge = Edge(src, dst, Distribution.parse(distribution, where), Exchange.parse(exchange, where), tuple(keys))
+        edge = Edge(src, dst, Distribution.parse(distribution, where), Exchange.parse(exchange, where),
+                    _key_columns(keys, where))
         self.edges.append(edge)
         return edge
 
@@ -218,6 +263,18 @@ class JobGraph:
         return graph.validate()
 
 
+def _key_columns(keys: Any, where: str) -> tuple[str, ...]:
+    if isinstance(keys, str):
+        return (keys,)
+    try:
+        columns = tuple(keys)
+    except TypeError:
+        raise SpecError(f"{where}keys must be a list of column names, got {keys!r}") from None
+    if not all(isinstance(column, str) and column for column in columns):
+        raise SpecError(f"{where}keys must be non-empty column names, got {list(columns)!r}")
+    return columns
+
+
 def _check_vertex(vertex: Vertex) -> None:
     if not isinstance(vertex.name, str) or not vertex.name or "#" in vertex.name:
         raise JobGraphError(f"vertex name {vertex.name!r} is invalid; use a non-empty name without '#'")
@@ -228,14 +285,22 @@ def _check_vertex(vertex: Vertex) -> None:
 
 
 def _find_cycle(candidates: set[str], successors: Mapping[str, list[str]]) -> list[str]:
-    """A cycle among vertices left over by Kahn's algorithm (each has a predecessor among them)."""
-    start = min(candidates)
-    path, seen = [start], {start: 0}
-    node = start
+    """A cycle among the vertices Kahn's algorithm left over. Every leftover vertex has a leftover
+    predecessor (that is why it was left), so walking predecessors must revisit a vertex: the walk
+    from there on is a cycle. (Walking successors could dead-end downstream of the cycle.)"""
+    predecessors: dict[str, list[str]] = {name: [] for name in candidates}
+    for name in candidates:
+        for succ in successors[name]:
+            if succ in candidates:
+                predecessors[succ].append(name)
+    node = min(candidates)
+    path, seen = [node], {node: 0}
     while True:
-        node = next(s for s in successors[node] if s in candidates)
+        node = min(predecessors[node])
         if node in seen:
-            return path[seen[node]:] + [node]
+            cycle = path[seen[node]:] + [node]
+            cycle.reverse()
+            return cycle
         seen[node] = len(path)
         path.append(node)
 
@@ -246,6 +311,10 @@ def _vertex_spec(vertex: Vertex) -> dict:
         data["resources"] = vertex.resources.to_dict()
     if vertex.slot_sharing_group:
         data["slot_sharing_group"] = vertex.slot_sharing_group
+    if vertex.fn_reference:
+        data["fn"] = vertex.fn_reference
+    if vertex.sink:
+        data["sink"] = {"path": vertex.sink.path, "format": vertex.sink.format}
     return data
 
 
@@ -262,18 +331,33 @@ def _add_vertex_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
     where = f"vertices[{position}]"
     if not isinstance(entry, Mapping) or "id" not in entry or "parallelism" not in entry:
         raise SpecError(f"{where} must be an object with 'id' and 'parallelism', got {entry!r}")
-    unknown_keys = set(entry) - {"id", "parallelism", "resources", "slot_sharing_group"}
+    unknown_keys = set(entry) - {"id", "parallelism", "resources", "slot_sharing_group", "fn", "sink"}
     if unknown_keys:
         raise SpecError(f"{where} ({entry['id']!r}) has unknown key(s) {sorted(unknown_keys)}")
     resources = entry.get("resources")
     if resources is not None and not isinstance(resources, Mapping):
         raise SpecError(f"{where} ({entry['id']!r}): 'resources' must be an object like {{\"cpu\": 1, \"heap_mib\": 512}}")
+    fn = entry.get("fn")
+    if fn is not None and (not isinstance(fn, str) or ":" not in fn):
+        raise SpecError(f"{where} ({entry['id']!r}): 'fn' must be a 'package.module:function' string, got {fn!r}")
     graph.add_vertex(
         entry["id"],
         entry["parallelism"],
         ResourceProfile.from_dict(resources),
         entry.get("slot_sharing_group"),
+        fn,
+        _sink_from_spec(entry.get("sink"), where, entry["id"]),
     )
+
+
+def _sink_from_spec(sink: Any, where: str, vertex: str) -> "Sink | None":
+    if sink is None:
+        return None
+    if isinstance(sink, str):
+        return Sink(sink)
+    if isinstance(sink, Mapping) and "path" in sink and set(sink) <= {"path", "format"}:
+        return Sink(sink["path"], sink.get("format", "parquet"))
+    raise SpecError(f"{where} ({vertex!r}): 'sink' must be a path or {{\"path\", \"format\"}}, got {sink!r}")
 
 
 def _add_edge_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
@@ -313,16 +397,24 @@ def _load_spec_file(path: str) -> JobGraph:
     return JobGraph.from_spec(spec, name=default_name)
 
 
-def _load_attribute(reference: str) -> JobGraph:
+def _import_reference(reference: str, what: str) -> Any:
+    """Import ``package.module:attribute`` (attribute may be dotted)."""
     module_name, _, attribute = reference.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise SpecError(f"cannot import module {module_name!r} for job {reference!r}: {error}") from None
-    try:
-        value = getattr(module, attribute)
-    except AttributeError:
-        raise SpecError(f"module {module_name!r} has no attribute {attribute!r}") from None
+        raise SpecError(f"cannot import module {module_name!r} for {what} ({reference!r}): {error}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise SpecError(f"module {module_name!r} has no attribute {attribute!r} (for {what})") from None
+    return value
+
+
+def _load_attribute(reference: str) -> JobGraph:
+    value = _import_reference(reference, f"job {reference!r}")
     if callable(value) and not isinstance(value, JobGraph):
         value = value()
     if not isinstance(value, JobGraph):

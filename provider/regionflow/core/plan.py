@@ -35,6 +35,16 @@ class SlotRequest:
         return (self.profile,) * self.count
 
 
+@dataclass(frozen=True)
+class Shard:
+    """Consecutive execution regions of one logical region run by one Spark submission: in schedule
+    order, `width` of them at a time, each with its own share of the shard's slots."""
+
+    logical: int
+    index: int  # position among the shards of its logical region
+    regions: tuple[int, ...]
+
+
 class Plan:
     def __init__(self, graph: JobGraph, mode: ExchangeMode | str | None = None) -> None:
         self.topology = ExecutionTopology(graph, mode)
@@ -143,6 +153,35 @@ class Plan:
                     fractions[name] = resources.managed_mib / total
         return fractions
 
+    # ---- shards ---------------------------------------------------------------------------------------
+
+    def shards(self, max_shards: int | None = None) -> list[Shard]:
+        """Each logical region's execution regions cut into at most `max_shards` chunks of near-equal
+        size (None: one shard per region), listed in schedule order of their first region."""
+        if max_shards is not None and max_shards < 1:
+            raise ResourceError(f"max_shards is {max_shards}; it must be at least 1")
+        shards: list[Shard] = []
+        for logical in self.region_set.logical:
+            regions = logical.regions
+            count = len(regions) if max_shards is None else min(len(regions), max_shards)
+            for index in range(count):
+                chunk = regions[index * len(regions) // count:(index + 1) * len(regions) // count]
+                shards.append(Shard(logical.index, index, tuple(chunk)))
+        shards.sort(key=lambda shard: shard.regions[0])
+        return shards
+
+    def shard_name(self, shard: Shard) -> str:
+        if len(shard.regions) == 1:
+            return self.region_name(self.regions[shard.regions[0]])
+        return f"{self.logical_region_name(shard.logical)}[shard {shard.index}: {len(shard.regions)} regions]"
+
+    def shard_requests(self, shard: Shard, width: int = 1) -> tuple[SlotRequest, ...]:
+        """Slot requests of a shard running `width` regions at a time: its largest region's requests,
+        `width` times over (capped by the number of regions)."""
+        largest = max((self.regions[r] for r in shard.regions), key=self.slots)
+        width = max(1, min(width, len(shard.regions)))
+        return tuple(SlotRequest(r.slot_sharing_group, r.count * width, r.profile) for r in self.slot_requests(largest))
+
     # ---- rendering ------------------------------------------------------------------------------------
 
     def to_dict(self, inputs: bool = False) -> dict[str, Any]:
@@ -243,4 +282,4 @@ def _check_resource_declarations(graph: JobGraph) -> None:
         )
 
 
-__all__ = ["Plan", "SlotRequest", "DEFAULT_SLOT_SHARING_GROUP", "compact_subtasks", "UNKNOWN"]
+__all__ = ["Plan", "Shard", "SlotRequest", "DEFAULT_SLOT_SHARING_GROUP", "compact_subtasks", "UNKNOWN"]
