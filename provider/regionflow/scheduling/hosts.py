@@ -1,0 +1,504 @@
+"""Hosts and clusters: the places that run Spark and offer slots to the pool.
+
+A `Host` has a name, a number of slots, the resources of the whole host (a `ResourceProfile`)
+and a `SparkTarget` saying how Spark runs there: a ``local[k]`` process, optionally pinned to a
+list of cpu core ids, or a standalone master URL such as ``spark://127.0.0.1:7077``.
+A `Cluster` is an ordered list of hosts with unique names; host order breaks every tie the
+slot pool has to break.
+
+Slot rule (one rule, used everywhere): each slot offers the host's resources divided evenly by
+its slot count; a ``slot_<dim>`` field overrides that one dimension for every slot of the host.
+A host dimension that is not declared is derived from the slot override when there is one,
+otherwise it defaults to one cpu core and 1 GiB heap (Spark's default executor memory) per slot
+and zero of everything else. Whatever is given, ``slots x slot profile`` must fit in the host.
+So ``gpu=2`` on a 2-slot host gives ``gpu=1`` per slot, and ``gpu=1`` on a 2-slot host gives
+``gpu=0.5`` per slot, which no ``gpu=1`` request fits: give the host one slot, or more gpus.
+
+Text form used by ``--hosts`` (JSON, starting with ``[`` or ``{``, is accepted too)::
+
+    h1:slots=2,cpu=2,mem=4g;h2:slots=2,master=spark://127.0.0.1:7077,gpu=1
+    h1:2,h2:2                       # NAME:SLOTS, hosts separated by ',' or ';'
+    gpu1:4,gpu=4,slot_mem=8g,affinity=0-3+8
+
+Fields: ``slots``; host totals ``cpu``, ``mem`` (alias ``heap``), ``off_heap``, ``managed``,
+``gpu``, ``ext.<name>``; per-slot overrides ``slot_cpu``, ``slot_mem``, ... ``slot_ext.<name>``;
+``master`` (``local``, ``local[k]``, ``local[*]`` or ``spark://host:port``); ``affinity``
+(core ids, ranges joined by ``+``: ``0-3+8``, local hosts only). Sizes take k/m/g/t suffixes;
+a bare number is MiB.
+
+The dict form (for airflow.cfg / JSON) mirrors it: ``{"name": "h1", "slots": 2, "cpu": 2,
+"mem": "4g", "gpu": 1, "ext": {"fpga": 1}, "master": "...", "affinity": [0, 1],
+"slot": {"mem": "2g"}}``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping
+
+from ..core.errors import SpecError
+from ..core.resources import ResourceProfile
+
+DEFAULT_HEAP_MIB_PER_SLOT = 1024
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_LOCAL_RE = re.compile(r"^local(\[(\d+|\*)\])?$")
+_STANDALONE_RE = re.compile(r"^spark://[A-Za-z0-9_.\-]+:\d+$")
+_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?$", re.IGNORECASE)
+_SIZE_FACTOR_TO_MIB = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024.0}
+
+_MEMORY_DIMS = ("heap", "off_heap", "managed")
+_DIM_ALIASES = {"mem": "heap", "heap": "heap", "off_heap": "off_heap", "managed": "managed", "cpu": "cpu"}
+_PLAIN_FIELDS = ("slots", "master", "affinity")
+_EXPECTED_FIELDS = (
+    "slots, cpu, mem (heap), off_heap, managed, gpu, ext.<name>, slot_<any of those>, master, affinity"
+)
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class SparkTarget:
+    """Where Spark runs on a host: ``local[k]`` (optionally pinned to cores) or a master URL."""
+
+    master: str
+    cpu_affinity: tuple[int, ...] = ()
+
+    @property
+    def is_local(self) -> bool:
+        return self.master.startswith("local")
+
+
+@dataclass(frozen=True)
+class Host:
+    """A place that runs Spark, with `slots` slots each offering `slot_profile`."""
+
+    name: str
+    slots: int
+    profile: ResourceProfile
+    slot_profile: ResourceProfile
+    spark: SparkTarget
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        slots: int,
+        *,
+        cpu: float | None = None,
+        mem: int | str | None = None,
+        off_heap: int | str | None = None,
+        managed: int | str | None = None,
+        gpu: float | None = None,
+        ext: Mapping[str, float] | None = None,
+        slot: Mapping[str, Any] | None = None,
+        master: str | None = None,
+        affinity: Iterable[int] | str | None = None,
+    ) -> "Host":
+        """Build a host from keyword fields, applying the module's slot rule and defaults."""
+        data: dict[str, Any] = {"name": name, "slots": slots}
+        optional = {"cpu": cpu, "mem": mem, "off_heap": off_heap, "managed": managed, "gpu": gpu,
+                    "ext": ext, "slot": slot, "master": master, "affinity": affinity}
+        data.update({key: value for key, value in optional.items() if value is not None})
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Host":
+        if not isinstance(data, Mapping):
+            raise SpecError(f"a host must be an object with at least 'name' and 'slots', got {data!r}")
+        name = _validated_name(data.get("name"))
+        return _build_host(name, _flatten_host_dict(name, data))
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "slots": self.slots}
+        data.update(_profile_fields(self.profile))
+        data["master"] = self.spark.master
+        if self.spark.cpu_affinity:
+            data["affinity"] = list(self.spark.cpu_affinity)
+        if self.slot_profile != _evenly_divided(self.profile, self.slots):
+            data["slot"] = _profile_fields(self.slot_profile)
+        return data
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.slots} x [{self.slot_profile.describe()}] on {self.spark.master}"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """An ordered list of hosts with unique names."""
+
+    hosts: tuple[Host, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hosts", tuple(self.hosts))
+        if not self.hosts:
+            raise SpecError("a cluster needs at least one host; e.g. --hosts 'localhost:4'")
+        seen: set[str] = set()
+        for host in self.hosts:
+            if host.name in seen:
+                raise SpecError(f"host '{host.name}' is listed twice; host names must be unique")
+            seen.add(host.name)
+
+    @classmethod
+    def local_default(cls, slots: int | None = None) -> "Cluster":
+        """One host ``localhost`` with one slot per cpu core (or `slots`), running ``local[slots]``."""
+        count = slots if slots is not None else (os.cpu_count() or 1)
+        return cls((Host.of("localhost", count, master=f"local[{count}]"),))
+
+    @classmethod
+    def parse(cls, spec: str) -> "Cluster":
+        """Parse the ``--hosts`` text form, or JSON when the text starts with ``[`` or ``{``."""
+        text = (spec or "").strip()
+        if not text:
+            raise SpecError("the hosts spec is empty; expected e.g. 'h1:2;h2:slots=2,gpu=1'")
+        if text[0] in "[{":
+            return cls.from_json(text)
+        return cls(tuple(_build_host(name, fields) for name, fields in _split_compact_spec(text)))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Cluster":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"the hosts JSON is malformed at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        return cls.from_dicts(data)
+
+    @classmethod
+    def from_dicts(cls, data: Iterable[Mapping[str, Any]] | Mapping[str, Any]) -> "Cluster":
+        """Load ``[{host}, ...]`` or ``{"hosts": [{host}, ...]}``."""
+        if isinstance(data, Mapping):
+            if "hosts" not in data:
+                raise SpecError("a cluster object needs a 'hosts' list, e.g. {\"hosts\": [{\"name\": \"h1\", \"slots\": 2}]}")
+            data = data["hosts"]
+        if isinstance(data, (str, bytes)) or not isinstance(data, Iterable):
+            raise SpecError(f"a cluster must be a list of hosts, got {data!r}")
+        return cls(tuple(Host.from_dict(item) for item in data))
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        return [host.to_dict() for host in self.hosts]
+
+    def __iter__(self) -> Iterator[Host]:
+        return iter(self.hosts)
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def total_slots(self) -> int:
+        return sum(host.slots for host in self.hosts)
+
+    def host(self, name: str) -> Host:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise SpecError(f"no host named '{name}'; the cluster has {', '.join(h.name for h in self.hosts)}")
+
+    def describe_capacity(self) -> str:
+        """E.g. ``4 slots in all (localhost: 4)``."""
+        return describe_slot_counts((host.name, host.slots) for host in self.hosts)
+
+
+def describe_slot_counts(counts: Iterable[tuple[str, int]]) -> str:
+    pairs = list(counts)
+    total = sum(count for _, count in pairs)
+    listed = ", ".join(f"{name}: {count}" for name, count in pairs) or "no hosts"
+    return f"{total} slot{'s' if total != 1 else ''} in all ({listed})"
+
+
+# --- compact text form -------------------------------------------------------------------------
+
+def _split_compact_spec(text: str) -> list[tuple[str, dict[str, Any]]]:
+    hosts: list[tuple[str, dict[str, Any]]] = []
+    for part in text.split(";"):
+        for token in (t.strip() for t in part.split(",")):
+            if not token:
+                continue
+            if _starts_a_host(token):
+                name, _, first = token.partition(":")
+                hosts.append((_validated_name(name.strip()), {}))
+                token = first.strip()
+                if not token:
+                    continue
+            if not hosts:
+                raise SpecError(f"the hosts spec must start with NAME:SLOTS, got '{token}'; e.g. 'h1:2;h2:2'")
+            _add_compact_field(*hosts[-1], token)
+    if not hosts:
+        raise SpecError("the hosts spec names no host; expected e.g. 'h1:2;h2:slots=2,gpu=1'")
+    for name, fields in hosts:
+        if "slots" not in fields:
+            raise SpecError(f"host '{name}': no slot count; write '{name}:<slots>' or '{name}:slots=<n>,...'")
+    return hosts
+
+
+def _starts_a_host(token: str) -> bool:
+    """``h1:2`` and ``h1:slots=2`` start a host; ``master=spark://x:7077`` is a field."""
+    colon = token.find(":")
+    equals = token.find("=")
+    return colon >= 0 and (equals < 0 or colon < equals)
+
+
+def _add_compact_field(name: str, fields: dict[str, Any], token: str) -> None:
+    key, has_value, value = token.partition("=")
+    key, value = key.strip(), value.strip()
+    if not has_value:
+        if fields:
+            raise SpecError(f"host '{name}': '{token}' is not a field; expected key=value (fields: {_EXPECTED_FIELDS})")
+        key, value = "slots", token
+    if key in fields:
+        raise SpecError(f"host '{name}': field '{key}' is given twice")
+    fields[key] = value
+
+
+# --- dict form ---------------------------------------------------------------------------------
+
+def _flatten_host_dict(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn the nested dict form into the flat field map the compact form produces."""
+    fields: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "name":
+            continue
+        if key == "ext":
+            fields.update({f"ext.{ext}": amount for ext, amount in _mapping(name, key, value).items()})
+        elif key == "slot":
+            for slot_key, slot_value in _mapping(name, key, value).items():
+                if slot_key == "ext":
+                    fields.update({f"slot_ext.{ext}": v for ext, v in _mapping(name, "slot.ext", slot_value).items()})
+                else:
+                    fields[f"slot_{slot_key}"] = slot_value
+        else:
+            fields[key] = value
+    if "slots" not in fields:
+        raise SpecError(f"host '{name}': no 'slots'; give the number of slots, e.g. \"slots\": 2")
+    return fields
+
+
+def _mapping(name: str, key: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise SpecError(f"host '{name}': field '{key}' must be an object such as {{\"mem\": \"2g\"}}, got {value!r}")
+    return value
+
+
+# --- building a host from its flat fields ------------------------------------------------------
+
+def _build_host(name: str, fields: Mapping[str, Any]) -> Host:
+    host_dims, slot_dims, plain = _classify_fields(name, fields)
+    slots = _parse_slots(name, plain["slots"])
+    affinity = _parse_affinity(name, plain.get("affinity"))
+    spark = _spark_target(name, plain.get("master"), affinity, host_dims.get("cpu"), slots)
+    totals = _host_totals(host_dims, slot_dims, slots, affinity)
+    per_slot = {dim: slot_dims.get(dim, _divide(dim, total, slots)) for dim, total in totals.items()}
+    _check_slots_fit_host(name, slots, totals, per_slot)
+    _check_affinity_covers_cpu(name, affinity, totals["cpu"])
+    return Host(name, slots, _profile(totals), _profile(per_slot), spark)
+
+
+def _classify_fields(name: str, fields: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
+    host_dims: dict[str, float] = {}
+    slot_dims: dict[str, float] = {}
+    plain: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key in _PLAIN_FIELDS:
+            plain[key] = value
+        elif key.startswith("slot_") and key != "slot_":
+            dim = _dimension(name, key[len("slot_"):], key)
+            _put_once(name, slot_dims, dim, key, _parse_amount(name, key, dim, value))
+        else:
+            dim = _dimension(name, key, key)
+            _put_once(name, host_dims, dim, key, _parse_amount(name, key, dim, value))
+    if "slots" not in plain:
+        raise SpecError(f"host '{name}': no slot count; give slots=<n>")
+    return host_dims, slot_dims, plain
+
+
+def _dimension(name: str, key: str, field: str) -> str:
+    if key in _DIM_ALIASES:
+        return _DIM_ALIASES[key]
+    if key == "gpu":
+        return "gpu"
+    if key.startswith("ext.") and _NAME_RE.match(key[4:]) and key[4:] not in _DIM_ALIASES:
+        return key[4:]
+    raise SpecError(f"host '{name}': unknown field '{field}'; expected one of {_EXPECTED_FIELDS}")
+
+
+def _put_once(name: str, dims: dict[str, float], dim: str, field: str, value: float) -> None:
+    if dim in dims:
+        raise SpecError(f"host '{name}': '{field}' sets '{dim}' a second time (mem and heap are the same field)")
+    dims[dim] = value
+
+
+def _host_totals(host_dims: Mapping[str, float], slot_dims: Mapping[str, float], slots: int,
+                 affinity: tuple[int, ...]) -> dict[str, float]:
+    defaults = {"cpu": float(len(affinity) or slots), "heap": DEFAULT_HEAP_MIB_PER_SLOT * slots,
+                "off_heap": 0, "managed": 0}
+    totals: dict[str, float] = {}
+    for dim in list(defaults) + sorted((set(host_dims) | set(slot_dims)) - set(defaults)):
+        if dim in host_dims:
+            totals[dim] = host_dims[dim]
+        elif dim in slot_dims:
+            totals[dim] = slot_dims[dim] * slots
+        else:
+            totals[dim] = defaults.get(dim, 0)
+    return totals
+
+
+def _divide(dim: str, total: float, slots: int) -> float:
+    return total // slots if dim in _MEMORY_DIMS else total / slots
+
+
+def _check_slots_fit_host(name: str, slots: int, totals: Mapping[str, float], per_slot: Mapping[str, float]) -> None:
+    for dim, amount in per_slot.items():
+        if amount * slots > totals[dim] + _EPS:
+            raise SpecError(
+                f"host '{name}': {slots} slots x slot_{_field_name(dim)}={_fmt(amount)} exceed the host's "
+                f"{_field_name(dim)}={_fmt(totals[dim])}; lower slot_{_field_name(dim)} or raise {_field_name(dim)}"
+            )
+
+
+def _check_affinity_covers_cpu(name: str, affinity: tuple[int, ...], cpu: float) -> None:
+    if affinity and cpu > len(affinity) + _EPS:
+        raise SpecError(
+            f"host '{name}': cpu={_fmt(cpu)} but affinity pins only {len(affinity)} cores; "
+            f"list more cores or lower cpu"
+        )
+
+
+def _profile(dims: Mapping[str, float]) -> ResourceProfile:
+    extended = {dim: amount for dim, amount in dims.items() if dim not in _DIM_ALIASES.values()}
+    return ResourceProfile.of(
+        cpu=float(dims["cpu"]),
+        heap_mib=int(dims["heap"]),
+        off_heap_mib=int(dims["off_heap"]),
+        managed_mib=int(dims["managed"]),
+        **extended,
+    )
+
+
+def _evenly_divided(profile: ResourceProfile, slots: int) -> ResourceProfile:
+    dims: dict[str, float] = {"cpu": profile.cpu, "heap": profile.heap_mib, "off_heap": profile.off_heap_mib,
+                              "managed": profile.managed_mib, **profile.extended_map}
+    return _profile({dim: _divide(dim, amount, slots) for dim, amount in dims.items()})
+
+
+def _profile_fields(profile: ResourceProfile) -> dict[str, Any]:
+    fields: dict[str, Any] = {"cpu": profile.cpu, "mem": profile.heap_mib}
+    if profile.off_heap_mib:
+        fields["off_heap"] = profile.off_heap_mib
+    if profile.managed_mib:
+        fields["managed"] = profile.managed_mib
+    extended = profile.extended_map
+    if "gpu" in extended:
+        fields["gpu"] = extended.pop("gpu")
+    if extended:
+        fields["ext"] = extended
+    return fields
+
+
+# --- field value parsers -----------------------------------------------------------------------
+
+def _validated_name(name: Any) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise SpecError(
+            f"host name {name!r} is not valid; use letters, digits, '.', '-' or '_' (e.g. 'worker-1')"
+        )
+    return name
+
+
+def _parse_slots(name: str, value: Any) -> int:
+    number = _as_number(value)
+    if number is None or number != int(number) or number < 1:
+        raise SpecError(f"host '{name}': slots={value!r} is not valid; expected a positive integer such as slots=4")
+    return int(number)
+
+
+def _parse_amount(name: str, field: str, dim: str, value: Any) -> float:
+    if dim in _MEMORY_DIMS:
+        return _parse_size_mib(name, field, value)
+    number = _as_number(value)
+    if number is None or number < 0 or (dim == "cpu" and number == 0):
+        expected = "a number of cores > 0 such as cpu=4" if dim == "cpu" else f"a number >= 0 such as {field}=1"
+        raise SpecError(f"host '{name}': {field}={value!r} is not valid; expected {expected}")
+    return number
+
+
+def _parse_size_mib(name: str, field: str, value: Any) -> int:
+    number = _as_number(value)
+    if number is not None and number >= 0 and not isinstance(value, str):
+        return int(number)
+    match = _SIZE_RE.match(value.strip()) if isinstance(value, str) else None
+    if not match:
+        raise SpecError(
+            f"host '{name}': {field}={value!r} is not a memory size; expected e.g. {field}=4g, 512m or 2048 (MiB)"
+        )
+    return int(float(match.group(1)) * _SIZE_FACTOR_TO_MIB[match.group(2).lower()])
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _parse_affinity(name: str, value: Any) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    cores = _affinity_from_text(name, value) if isinstance(value, str) else _affinity_from_list(name, value)
+    if len(set(cores)) != len(cores):
+        raise SpecError(f"host '{name}': affinity={value!r} lists a core twice; list each core id once")
+    return tuple(cores)
+
+
+def _affinity_from_text(name: str, text: str) -> list[int]:
+    cores: list[int] = []
+    for item in text.split("+"):
+        low, dash, high = item.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()) or (dash and int(high) < int(low)):
+            raise SpecError(
+                f"host '{name}': affinity={text!r} is not valid; expected core ids and ranges joined by '+', "
+                f"e.g. affinity=0-3+8"
+            )
+        cores.extend(range(int(low), int(high if dash else low) + 1))
+    return cores
+
+
+def _affinity_from_list(name: str, value: Any) -> list[int]:
+    if not isinstance(value, Iterable) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in value):
+        raise SpecError(f"host '{name}': affinity={value!r} is not valid; expected a list of core ids >= 0, e.g. [0, 1]")
+    return list(value)
+
+
+def _spark_target(name: str, master: Any, affinity: tuple[int, ...], cpu: float | None, slots: int) -> SparkTarget:
+    if master is None:
+        threads = len(affinity) or max(1, int(cpu if cpu is not None else slots))
+        return SparkTarget(f"local[{threads}]", affinity)
+    if not isinstance(master, str) or not (_LOCAL_RE.match(master) or _STANDALONE_RE.match(master)):
+        raise SpecError(
+            f"host '{name}': master={master!r} is not valid; expected local, local[k], local[*] or spark://host:port"
+        )
+    if affinity and not master.startswith("local"):
+        raise SpecError(
+            f"host '{name}': affinity only applies to local[k] hosts, not to master={master}; drop affinity"
+        )
+    return SparkTarget(master, affinity)
+
+
+def _field_name(dim: str) -> str:
+    if dim == "heap":
+        return "mem"
+    if dim in _DIM_ALIASES or dim == "gpu":
+        return dim
+    return f"ext.{dim}"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}"
+
+
+__all__ = ["SparkTarget", "Host", "Cluster", "describe_slot_counts", "DEFAULT_HEAP_MIB_PER_SLOT"]
