@@ -37,12 +37,18 @@ $(STAMP): setup.py | $(VPY)
 test: venv
 	$(VPY) -m pytest tests -q -ra --timeout=900 $(PYTEST_ARGS)
 
+DEMO_DIR ?= $(CURDIR)/.demo
+DEMO_MODE ?= pointwise-pipelined-only
+
 demo: venv
-	$(VENV)/bin/regionflow plan examples/jobs/flip119.json --mode pointwise-pipelined-only
+	rm -rf $(DEMO_DIR)
+	$(VENV)/bin/regionflow plan regionflow.examples.orders:job --mode $(DEMO_MODE)
+	$(VENV)/bin/regionflow run regionflow.examples.orders:job --mode $(DEMO_MODE) --slots 3 --data-dir $(DEMO_DIR)
+	$(VENV)/bin/regionflow run regionflow.examples.orders:job --reference --slots 2 --data-dir $(DEMO_DIR)
 
 bench: venv
 	$(VPY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .hypothesis .airflow spark-warehouse metastore_db derby.log
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis .airflow .demo spark-warehouse metastore_db derby.log
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +

@@ -11,6 +11,13 @@ __version__ = "0.1.0"
 PACKAGE_NAME = "airflow-provider-regionflow"
 
 
+def transform(dag, mode=None, max_shards=None, config=None):
+    """Compile the DAG's SparkVertexOperators into pipelined-region tasks (see regionflow.transformer)."""
+    from .transformer import transform as _transform
+
+    return _transform(dag, mode=mode, max_shards=max_shards, config=config)
+
+
 def get_provider_info() -> dict:
     """Provider metadata read by Airflow's ProvidersManager (entry point `apache_airflow_provider`)."""
     return {
@@ -19,4 +26,12 @@ def get_provider_info() -> dict:
         "description": "Flink's pipelined-region batch scheduler for Airflow + Spark: regions as Spark "
                        "submissions, a FIFO bulk slot pool, speculative execution.",
         "versions": [__version__],
+        "executors": ["regionflow.executors.RegionExecutor"],
+        "config": _config_metadata(),
     }
+
+
+def _config_metadata() -> dict:
+    from .config import provider_config_metadata
+
+    return provider_config_metadata()

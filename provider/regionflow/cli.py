@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_plan(commands) -> None:
     plan = commands.add_parser("plan", help="print the pipelined regions of a job")
-    plan.add_argument("job", help="job spec JSON file or package.module:attribute naming a JobGraph")
+    plan.add_argument("job", help="job spec JSON file, package.module:attribute naming a JobGraph, or a DAG file")
+    plan.add_argument("--dag-id", default=None, help="with a DAG file: which DAG (default: its only regionflow DAG)")
     plan.add_argument("--mode", default=None, help=MODES_HELP)
     plan.add_argument("--format", choices=("text", "json"), default="text")
     plan.add_argument("--inputs", action="store_true", help="also list the producer subtasks each subtask reads")
@@ -60,7 +61,8 @@ def _add_plan(commands) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    plan = Plan(load_job(args.job), ExchangeMode.parse(args.mode))
+    reference = f"{args.job}#{args.dag_id}" if args.dag_id else args.job
+    plan = Plan(load_job(reference), ExchangeMode.parse(args.mode) if args.mode else None)
     if args.format == "json":
         print(json.dumps(plan.to_dict(inputs=args.inputs), indent=2))
     else:

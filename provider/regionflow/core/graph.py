@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable, Mapping
 
-from .errors import JobGraphError, SpecError
+from .errors import JobGraphError, RegionflowError, SpecError
 from .resources import UNKNOWN, ResourceProfile
 
 
@@ -98,6 +98,7 @@ class Vertex:
     slot_sharing_group: str | None = None
     fn: "Callable[..., Any] | str | None" = field(default=None, compare=False, repr=False)
     sink: Sink | None = None
+    reads: tuple[str, ...] = ()  # input paths the function reads; checked before any Spark work
 
     def resolve_fn(self) -> Callable[..., Any]:
         """The vertex function, importing it when given by reference."""
@@ -137,8 +138,9 @@ class Edge:
 class JobGraph:
     """Vertices and edges of one job, in the order they were added."""
 
-    def __init__(self, name: str = "job") -> None:
+    def __init__(self, name: str = "job", default_mode: str | None = None) -> None:
         self.name = name
+        self.default_mode = default_mode  # the exchange mode a plan uses when none is given
         self.vertices: dict[str, Vertex] = {}
         self.edges: list[Edge] = []
         self._duplicate_names: list[str] = []
@@ -151,10 +153,12 @@ class JobGraph:
         slot_sharing_group: str | None = None,
         fn: "Callable[..., Any] | str | None" = None,
         sink: "Sink | str | None" = None,
+        reads: Iterable[str] = (),
     ) -> Vertex:
         if isinstance(sink, str):
             sink = Sink(sink)
-        vertex = Vertex(name, parallelism, resources, slot_sharing_group, fn, sink)
+        reads = (reads,) if isinstance(reads, str) else tuple(reads)
+        vertex = Vertex(name, parallelism, resources, slot_sharing_group, fn, sink, reads)
         if name in self.vertices:
             self._duplicate_names.append(name)
         else:
@@ -315,6 +319,8 @@ def _vertex_spec(vertex: Vertex) -> dict:
         data["fn"] = vertex.fn_reference
     if vertex.sink:
         data["sink"] = {"path": vertex.sink.path, "format": vertex.sink.format}
+    if vertex.reads:
+        data["reads"] = list(vertex.reads)
     return data
 
 
@@ -331,7 +337,7 @@ def _add_vertex_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
     where = f"vertices[{position}]"
     if not isinstance(entry, Mapping) or "id" not in entry or "parallelism" not in entry:
         raise SpecError(f"{where} must be an object with 'id' and 'parallelism', got {entry!r}")
-    unknown_keys = set(entry) - {"id", "parallelism", "resources", "slot_sharing_group", "fn", "sink"}
+    unknown_keys = set(entry) - {"id", "parallelism", "resources", "slot_sharing_group", "fn", "sink", "reads"}
     if unknown_keys:
         raise SpecError(f"{where} ({entry['id']!r}) has unknown key(s) {sorted(unknown_keys)}")
     resources = entry.get("resources")
@@ -347,7 +353,16 @@ def _add_vertex_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
         entry.get("slot_sharing_group"),
         fn,
         _sink_from_spec(entry.get("sink"), where, entry["id"]),
+        _reads_from_spec(entry.get("reads", []), where, entry["id"]),
     )
+
+
+def _reads_from_spec(reads: Any, where: str, vertex: str) -> list[str]:
+    if isinstance(reads, str):
+        reads = [reads]
+    if not isinstance(reads, list) or not all(isinstance(path, str) and path for path in reads):
+        raise SpecError(f"{where} ({vertex!r}): 'reads' must be a list of input paths, got {reads!r}")
+    return reads
 
 
 def _sink_from_spec(sink: Any, where: str, vertex: str) -> "Sink | None":
@@ -373,16 +388,64 @@ def _add_edge_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
     graph.connect(entry["src"], entry["dst"], entry["distribution"], entry.get("exchange"), keys)
 
 
+REGISTERED_JOBS: dict[str, JobGraph] = {}  # filled by regionflow.transform(dag) while a DAG file is imported
+
+
+def register_job(graph: JobGraph) -> None:
+    REGISTERED_JOBS[graph.name] = graph
+
+
 def load_job(reference: str) -> JobGraph:
-    """Load a job from a JSON spec file or from ``package.module:attribute`` naming a JobGraph
-    (or a zero-argument callable returning one)."""
+    """Load a job from a JSON spec file, from ``package.module:attribute`` naming a JobGraph (or a
+    zero-argument callable returning one), or from ``path/to/dag_file.py#dag_id`` (a DAG file that
+    calls regionflow.transform)."""
+    path, _, name = reference.partition("#")
+    if path.endswith(".py"):
+        return load_dag_file_job(path, name or None)
     if os.path.exists(reference) or reference.endswith(".json"):
         return _load_spec_file(reference)
     if ":" in reference:
         return _load_attribute(reference)
     raise SpecError(
-        f"cannot load job {reference!r}: give a JSON job spec file or 'package.module:attribute'"
+        f"cannot load job {reference!r}: give a JSON job spec file, 'package.module:attribute' or a DAG file"
     )
+
+
+def load_dag_file_job(path: str, name: str | None = None) -> JobGraph:
+    """Import a DAG file (under a module name derived from its path) and return the job its
+    regionflow.transform() call registered: the one named `name`, or the only one."""
+    import hashlib
+    import importlib.util
+    import sys
+
+    if not os.path.exists(path):
+        raise SpecError(f"DAG file {path!r} does not exist")
+    absolute = os.path.abspath(path)
+    module_name = "regionflow_dagfile_" + hashlib.sha1(absolute.encode()).hexdigest()[:12]
+    before = set(REGISTERED_JOBS)
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, absolute)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except RegionflowError:
+            del sys.modules[module_name]
+            raise
+        except Exception as error:
+            del sys.modules[module_name]
+            raise SpecError(f"importing DAG file {path!r} failed: {type(error).__name__}: {error}") from error
+        module.__regionflow_jobs__ = sorted(set(REGISTERED_JOBS) - before)
+    found = sys.modules[module_name].__regionflow_jobs__
+    if name is None:
+        if len(found) != 1:
+            raise SpecError(f"DAG file {path!r} defines {len(found)} regionflow jobs ({', '.join(found) or 'none'}); "
+                            "name one with --dag-id")
+        name = found[0]
+    if name not in found:
+        raise SpecError(f"DAG file {path!r} has no regionflow job {name!r}; it has: {', '.join(found) or 'none'} "
+                        "(did the file call regionflow.transform(dag)?)")
+    return REGISTERED_JOBS[name]
 
 
 def _load_spec_file(path: str) -> JobGraph:

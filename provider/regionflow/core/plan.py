@@ -47,7 +47,7 @@ class Shard:
 
 class Plan:
     def __init__(self, graph: JobGraph, mode: ExchangeMode | str | None = None) -> None:
-        self.topology = ExecutionTopology(graph, mode)
+        self.topology = ExecutionTopology(graph, mode if mode is not None else graph.default_mode)
         self.graph = graph
         self.mode = self.topology.mode
         _check_resource_declarations(graph)

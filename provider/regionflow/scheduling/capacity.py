@@ -147,6 +147,22 @@ class SlotTable:
         self._move(host, free, free - count)
         return taken
 
+    def take_specific(self, host: int, indices: Sequence[int]) -> list[int]:
+        """Mark exactly `indices` of `host` used; returns those that were not free (nothing taken then)."""
+        free_slots = self.free_slots[host]
+        free = set(free_slots)
+        busy = [index for index in indices if index not in free]
+        if busy:
+            return busy
+        wanted = set(indices)
+        free_slots[:] = [index for index in free_slots if index not in wanted]
+        count = len(wanted)
+        old = self.free_count[host]
+        self.free_count[host] = old - count
+        self.class_free[self.class_of_host[host]] -= count
+        self._move(host, old, old - count)
+        return []
+
     def give_back(self, host: int, slots: Sequence[int]) -> None:
         if self.hosts[host] is None:
             return  # the host is gone; its slots went with it

@@ -283,6 +283,34 @@ class SlotPool:
             return self._run_pass()
         return self._continue_pass(waiting)
 
+    def restore(self, bulk: Bulk, slots: Sequence[SlotRef]) -> Grant:
+        """Re-take exactly `slots` for `bulk`, as granted before a restart (the executor rebuilds its
+        ledger from the store). Slots on hosts that no longer exist are dropped; a slot that is
+        already taken raises SchedulingError, so nothing is ever granted twice."""
+        self._check_new_bulk_id(bulk)
+        demand, _ = self._demand_of(bulk)
+        table = self._table
+        by_host: dict[int, list[int]] = {}
+        for slot in slots:
+            if slot.host in table.index_of and table.hosts[table.index_of[slot.host]] is not None:
+                by_host.setdefault(table.index_of[slot.host], []).append(slot.index)
+        taken: list[tuple[int, list[int]]] = []
+        for host, indices in by_host.items():
+            busy = table.take_specific(host, indices)
+            if busy:
+                for done_host, done in taken:
+                    table.give_back(done_host, done)
+                raise SchedulingError(f"cannot restore bulk '{bulk.bulk_id}' ({bulk.label}): slot(s) {busy} of host "
+                                      f"'{table.hosts[host].name}' are already taken")
+            taken.append((host, sorted(indices)))
+            self._running_on_host[host][bulk.bulk_id] = None
+        kept = tuple(slot for slot in slots if slot.host in table.index_of)
+        grant = Grant(bulk.bulk_id, bulk.job_id, bulk.label, kept)
+        self._running[bulk.bulk_id] = _Running(bulk, demand, grant, taken)
+        self._ledger.bulk_restored(bulk.job_id, demand)
+        self._dirty = True  # the budget left by the last pass no longer holds
+        return grant
+
     def release(self, bulk_id: str) -> list[Grant]:
         """Return a granted bulk's slots; return the grants this made possible."""
         self._expire_blocklist()

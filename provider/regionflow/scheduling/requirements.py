@@ -73,6 +73,13 @@ class RequirementLedger:
         _decrement(book.outstanding, shape)
         book.acquired[shape] = book.acquired.get(shape, 0) + 1
 
+    def bulk_restored(self, job_id: str, shape: Shape) -> None:
+        """A bulk granted before a restart holds its slots again (it never waited in this ledger)."""
+        book = self._books.get(job_id)
+        if book is None:
+            book = self._books[job_id] = _JobBook()
+        book.acquired[shape] = book.acquired.get(shape, 0) + 1
+
     def bulk_withdrawn(self, job_id: str, bulk_id: str, shape: Shape) -> None:
         """A waiting bulk left without a grant (cancelled or rejected)."""
         book = self._books[job_id]

@@ -1,0 +1,131 @@
+"""The ``[regionflow]`` section of airflow.cfg: options, defaults, and their provider metadata.
+
+Every option is documented once, in `OPTIONS`, which feeds both `RegionflowConfig.from_airflow`
+and the provider's ``config`` metadata (so ``airflow config list`` shows the defaults). Values can
+also come from ``AIRFLOW__REGIONFLOW__<OPTION>`` environment variables, as for any Airflow option.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .core.errors import SpecError
+from .core.modes import ExchangeMode
+from .scheduling.hosts import Cluster
+
+SECTION = "regionflow"
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    description: str
+    type: str
+    example: str | None
+    default: str | None
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("hosts", "The cluster the slot pool manages: a host spec ('a:slots=2,affinity=0-1;b:slots=2,"
+           "master=spark://127.0.0.1:7077') or JSON. Empty: one host 'localhost' with one slot per CPU core "
+           "running Spark local[k].", "string", "localhost:slots=4", ""),
+    Option("data_dir", "Where region outputs (blocking partitions) and relative sink paths live; any Spark URI. "
+           "Empty: AIRFLOW_HOME/regionflow-data.", "string", "/data/regionflow", ""),
+    Option("store_url", "SQLAlchemy URL of regionflow's store (grants, attempts, commits, blocklist, metrics). "
+           "Empty: sqlite:///AIRFLOW_HOME/regionflow.db.", "string", "postgresql://user:pass@db/regionflow", ""),
+    Option("mode", "Default global exchange mode of regionflow.transform().", "string",
+           "pointwise-pipelined-only", "forward-pipelined-only"),
+    Option("max_shards", "At most this many Airflow task instances (Spark submissions) per logical region and "
+           "DAG run; a logical region with more execution regions runs them in shards.", "integer", "16", "8"),
+    Option("blocklist_expiry", "Seconds a (job, host) blocklist entry lives.", "float", "60", "60"),
+    Option("resource_wait_timeout", "Seconds a DAG run's slot requests may wait for resources before the "
+           "executor logs a not-enough-resources notice.", "float", "300", "300"),
+    Option("spark_conf", "JSON object of Spark conf passed to every region submission.", "string",
+           '{"spark.sql.adaptive.enabled": "true"}', "{}"),
+    Option("spark_conn_id", "Airflow connection used by SparkSubmitHook; empty: one managed connection per host "
+           "master.", "string", "spark_default", ""),
+)
+
+
+def provider_config_metadata() -> dict[str, Any]:
+    """The ``config`` entry of get_provider_info()."""
+    return {
+        SECTION: {
+            "description": "regionflow: pipelined regions, FIFO bulk slot pool and Spark submissions.",
+            "options": {
+                option.name: {"description": option.description, "version_added": "0.1.0", "type": option.type,
+                              "example": option.example, "default": _format_escaped(option.default)}
+                for option in OPTIONS
+            },
+        }
+    }
+
+
+def _format_escaped(value: str | None) -> str | None:
+    """Airflow runs str.format() over provider defaults (for {AIRFLOW_HOME}-style variables)."""
+    return None if value is None else value.replace("{", "{{").replace("}", "}}")
+
+
+@dataclass(frozen=True)
+class RegionflowConfig:
+    cluster: Cluster
+    data_dir: str
+    store_url: str
+    mode: ExchangeMode
+    max_shards: int
+    blocklist_expiry: float
+    resource_wait_timeout: float
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    spark_conn_id: str | None = None
+
+    @classmethod
+    def from_airflow(cls) -> "RegionflowConfig":
+        from airflow.configuration import conf
+
+        def get(name: str) -> str:
+            default = next(o.default for o in OPTIONS if o.name == name) or ""
+            return conf.get(SECTION, name, fallback=default) or default
+
+        return cls.from_values(get, airflow_home=conf.get("core", "airflow_home", fallback=None)
+                               or os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"))
+
+    @classmethod
+    def from_values(cls, get: Callable[[str], str], airflow_home: str) -> "RegionflowConfig":
+        hosts = get("hosts").strip()
+        return cls(
+            cluster=Cluster.parse(hosts) if hosts else Cluster.local_default(),
+            data_dir=get("data_dir").strip() or os.path.join(airflow_home, "regionflow-data"),
+            store_url=get("store_url").strip() or f"sqlite:///{os.path.join(airflow_home, 'regionflow.db')}",
+            mode=ExchangeMode.parse(get("mode").strip() or None),
+            max_shards=_number("max_shards", get("max_shards"), int, minimum=1),
+            blocklist_expiry=_number("blocklist_expiry", get("blocklist_expiry"), float, minimum=0),
+            resource_wait_timeout=_number("resource_wait_timeout", get("resource_wait_timeout"), float, minimum=0),
+            spark_conf=_spark_conf(get("spark_conf")),
+            spark_conn_id=get("spark_conn_id").strip() or None,
+        )
+
+    @property
+    def largest_host_slots(self) -> int:
+        return max(host.slots for host in self.cluster)
+
+
+def _number(name: str, text: str, kind: type, minimum: float) -> Any:
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise SpecError(f"[{SECTION}] {name} = {text!r} is not a {kind.__name__}") from None
+    if value < minimum:
+        raise SpecError(f"[{SECTION}] {name} = {value} must be at least {minimum}")
+    return value
+
+
+def _spark_conf(text: str) -> dict[str, str]:
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError as error:
+        raise SpecError(f"[{SECTION}] spark_conf is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise SpecError(f"[{SECTION}] spark_conf must be a JSON object of Spark conf keys, got {text!r}")
+    return {str(k): str(v) for k, v in value.items()}

@@ -1,0 +1,351 @@
+"""`regionflow run`: a plan end to end on this machine, with the scheduling core and real Spark.
+
+The runner is the scheduler process: the region strategy decides which units (shards of regions)
+may start, the FIFO bulk slot pool grants their slots on hosts, and each granted unit runs as one
+Spark submission in a thread of its own. Failures restart the unit (and what the strategy says must
+restart with it) up to `retries` times; partitions whose consumers have all finished are deleted.
+`--reference` runs the same vertex functions once as a plain PySpark program instead.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..core.errors import RegionflowError
+from ..core.plan import Plan
+from ..scheduling.hosts import Cluster
+from ..scheduling.pool import Bulk, Grant, SlotPool
+from .descriptors import DescriptorCache
+from .program import CHECKSUM_MODULUS, resolve_sink_path
+from .store import PartitionStore, SinkCommitter
+from .submit import RegionSubmission, build_py_files
+from .task import UnitTask
+from .unit import UnitLayout, job_modules, unit_submission
+
+DEFAULT_RETRIES = 2
+
+
+class RunFailed(RegionflowError):
+    """The run could not complete: a unit failed more often than its retries allow."""
+
+
+@dataclass
+class UnitRun:
+    name: str
+    slots: int = 0
+    host: str = ""
+    attempts: int = 0
+    ready: float | None = None
+    start: float | None = None
+    end: float | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.start is None or self.end is None else self.end - self.start
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unit": self.name, "slots": self.slots, "host": self.host, "attempts": self.attempts,
+                "start": _round(self.start), "end": _round(self.end), "seconds": _round(self.seconds)}
+
+
+@dataclass
+class RunSummary:
+    job: str
+    mode: str
+    run_id: str
+    makespan: float
+    units: list[UnitRun] = field(default_factory=list)
+    sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reference: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "mode": self.mode, "run_id": self.run_id, "reference": self.reference,
+                "makespan_s": round(self.makespan, 2), "units": [u.to_dict() for u in self.units],
+                "sinks": self.sinks}
+
+    def to_text(self) -> str:
+        lines = [f"job {self.job} ({'reference' if self.reference else self.mode}), run {self.run_id}",
+                 f"makespan: {self.makespan:.1f} s", ""]
+        if self.units:
+            lines.append(f"{'unit':<40} {'slots':>5} {'host':<12} {'tries':>5} {'start':>7} {'seconds':>8}")
+            for unit in self.units:
+                lines.append(f"{unit.name:<40} {unit.slots:>5} {unit.host:<12} {unit.attempts:>5} "
+                             f"{_fmt(unit.start):>7} {_fmt(unit.seconds):>8}")
+            lines.append("")
+        for name, figures in self.sinks.items():
+            lines.append(f"sink {name}: {figures['rows']} rows, checksum {figures['checksum']:016x}"
+                         + (f" at {figures['path']}" if figures.get("path") else ""))
+        return "\n".join(lines)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+@dataclass
+class RunOptions:
+    data_dir: str
+    cluster: Cluster
+    max_shards: int | None = 1
+    retries: int = DEFAULT_RETRIES
+    job_conf: dict[str, str] = field(default_factory=dict)
+    run_id: str | None = None
+    progress: Callable[[str], None] | None = print
+
+
+class LocalRunner:
+    def __init__(self, job_reference: str, plan: Plan, options: RunOptions) -> None:
+        self.job_reference = job_reference
+        self.plan = plan
+        self.options = options
+        self.run_id = options.run_id or f"run-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.store = PartitionStore(options.data_dir, self.run_id)
+        self.work_dir = os.path.join(_local_path(options.data_dir), self.run_id, "_tasks")
+        self.layout = UnitLayout(plan, options.max_shards)
+        self.shards = self.layout.shards
+        self.scheduler = self.layout.scheduler()
+        self.keys = self.layout.keys
+        self.runs = [UnitRun(name) for name in self.layout.names]
+        self.largest_host = max(host.slots for host in options.cluster)
+        self.hosts = {host.name: host for host in options.cluster}
+        self.pool = SlotPool(options.cluster)
+        self.descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
+        self.events: queue.Queue = queue.Queue()
+        self.live: dict[int, tuple[str, RegionSubmission]] = {}  # unit -> (bulk id, submission)
+        self.unit_host: dict[int, str] = {}
+        self.log_paths: dict[int, str] = {}
+        self.started = 0.0
+
+    # ---- pre-flight -------------------------------------------------------------------------------
+
+    def preflight(self) -> list[SinkCommitter]:
+        """Everything that can be checked before Spark starts: data dir, sinks, vertex functions."""
+        self.store.check_writable()
+        for vertex in self.plan.graph.vertices.values():
+            vertex.resolve_fn()
+            _check_reads(vertex)
+        committers = [SinkCommitter(resolve_sink_path(v, self.options.data_dir), self.plan.graph.name, self.run_id,
+                                    vertex=v.name)
+                      for v in self.plan.graph.vertices.values() if v.sink]
+        for committer in committers:
+            committer.check_target()
+        for committer in committers:
+            committer.claim()
+        os.makedirs(self.work_dir, exist_ok=True)
+        self.py_files = build_py_files(os.path.join(self.work_dir, "py"), job_modules(self.job_reference))
+        return committers
+
+    # ---- the loop ---------------------------------------------------------------------------------
+
+    def run(self) -> RunSummary:
+        self.preflight()
+        self.started = time.monotonic()
+        try:
+            self._submit(self.scheduler.start())
+            while not self.scheduler.done:
+                unit, attempt, result = self.events.get()
+                self._on_result(unit, attempt, result)
+        finally:
+            self._kill_all()
+        makespan = time.monotonic() - self.started
+        return RunSummary(self.plan.graph.name, self.plan.mode.value, self.run_id, makespan,
+                          self.runs, self._sink_figures())
+
+    def _submit(self, units: list[int]) -> None:
+        for unit in units:
+            requests = self.layout.requests(unit, self.layout.width(unit, self.largest_host))
+            self.runs[unit].ready = self._now()
+            bulk = Bulk(f"{unit}:{self.runs[unit].attempts}", self.plan.graph.name, self.runs[unit].name, requests)
+            self._launch(self.pool.submit(bulk))
+
+    def _launch(self, grants: list[Grant]) -> None:
+        for grant in grants:
+            unit = int(grant.bulk_id.split(":")[0])
+            run = self.runs[unit]
+            run.attempts += 1
+            run.start, run.end, run.slots, run.host = self._now(), None, len(grant.slots), grant.slots[0].host
+            self.scheduler.on_started(unit)
+            attempt = f"a{run.attempts}-{uuid.uuid4().hex[:6]}"
+            submission = self._submission(unit, grant, attempt)
+            self.live[unit] = (grant.bulk_id, submission)
+            self.unit_host[unit] = run.host
+            threading.Thread(target=self._run_submission, args=(unit, attempt, submission), daemon=True).start()
+            self._progress(f"started {run.name} (attempt {run.attempts}) on {run.host} with {run.slots} slot(s)")
+
+    def _submission(self, unit: int, grant: Grant, attempt: str) -> RegionSubmission:
+        host = self.hosts[grant.slots[0].host]
+        task = UnitTask(job=self.job_reference, mode=self.plan.mode.value, run_id=self.run_id,
+                        data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
+                        regions=list(self.shards[unit].regions), attempt_id=attempt, host=host.name,
+                        width=self.layout.width(unit, self.largest_host), inputs=self._input_descriptors(unit))
+        log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt}.log")
+        self.log_paths[unit] = log_path
+        return unit_submission(task, os.path.join(self.work_dir, f"{self.keys[unit]}-{attempt}.json"), host,
+                               len(grant.slots), self.options.job_conf, self.py_files,
+                               on_line=_line_writer(log_path), forward_output=False)
+
+    def _run_submission(self, unit: int, attempt: str, submission: RegionSubmission) -> None:
+        try:
+            result = submission.run()
+        except BaseException as error:  # noqa: BLE001 - reported to the loop, never lost in a thread
+            result = error
+        self.events.put((unit, attempt, result))
+
+    def _on_result(self, unit: int, attempt: str, result) -> None:
+        bulk_id, _ = self.live.pop(unit, (None, None))
+        run = self.runs[unit]
+        run.end = self._now()
+        if bulk_id is not None:
+            self._launch(self.pool.release(bulk_id))
+        if isinstance(result, BaseException) or not result.ok:
+            self._on_failure(unit, attempt, result)
+            return
+        progress = self.scheduler.on_finished(unit)
+        self._progress(f"finished {run.name} in {run.seconds:.1f} s")
+        self._release(progress.released_groups)
+        self._submit(progress.ready)
+
+    def _on_failure(self, unit: int, attempt: str, result) -> None:
+        run = self.runs[unit]
+        reason = _failure_reason(result)
+        self.store.discard(self.keys[unit], attempt)
+        if run.attempts > self.options.retries:
+            raise RunFailed(f"unit {run.name} failed {run.attempts} time(s), the last time with: {reason}; "
+                            f"its Spark log is {self.log_paths.get(unit)}")
+        self._progress(f"{run.name} failed (attempt {run.attempts}): {reason}; retrying")
+        restart = self.scheduler.on_failed(unit)
+        for other in restart.cancel:
+            self._cancel(other)
+        for restarted in restart.restarted:
+            for group in self.scheduler.groups_produced[restarted]:
+                self.descriptors.invalidate(group)
+        self._submit(restart.ready)
+
+    def kill_unit(self, name: str) -> bool:
+        """Kill the running submission of the unit called `name` (as if its process died): the
+        runner sees a failed attempt and retries it. True if such a submission was running."""
+        for unit, (_, submission) in list(self.live.items()):
+            if self.runs[unit].name == name:
+                submission.kill(wait=False)
+                return True
+        return False
+
+    def _cancel(self, unit: int) -> None:
+        bulk_id, submission = self.live.pop(unit, (None, None))
+        if submission is not None:
+            submission.kill()
+            self._launch(self.pool.release(bulk_id))
+
+    def _kill_all(self) -> None:
+        for unit in list(self.live):
+            _, submission = self.live.pop(unit)
+            submission.kill()
+
+    # ---- data -------------------------------------------------------------------------------------
+
+    def _input_descriptors(self, unit: int) -> dict[str, dict[str, Any]]:
+        host_of = lambda producer_unit: self.unit_host.get(producer_unit, "")  # noqa: E731
+        return {str(g): self.descriptors.ref_for(g, lambda g=g: self.layout.locations(g, self.store, host_of))
+                for g, _ in self.scheduler.consumed[unit]}
+
+    def _release(self, groups: list[int]) -> None:
+        for group_index in groups:
+            self.store.release(self.layout.partition_paths(group_index, self.store))
+
+    def _sink_figures(self) -> dict[str, dict[str, Any]]:
+        totals: dict[str, dict[str, Any]] = {}
+        for key in self.keys:
+            committed = self.store.committed(key)
+            for vertex, subtasks in (committed.manifest.get("sinks", {}) if committed else {}).items():
+                entry = totals.setdefault(vertex, {"rows": 0, "checksum": 0, "path": resolve_sink_path(
+                    self.plan.graph.vertices[vertex], self.options.data_dir)})
+                for figures in subtasks.values():
+                    entry["rows"] += figures["rows"]
+                    entry["checksum"] = (entry["checksum"] + figures["checksum"]) % CHECKSUM_MODULUS
+        return totals
+
+    # ---- helpers ----------------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        return time.monotonic() - self.started
+
+    def _progress(self, message: str) -> None:
+        if self.options.progress:
+            counts = self.scheduler.counts()
+            running = ", ".join(f"{self.runs[u].name} ({self.runs[u].slots}@{self.runs[u].host})" for u in self.live)
+            self.options.progress(f"[{self._now():7.1f}s] {counts['finished']}/{len(self.shards)} units done"
+                                  f"{'; running: ' + running if running else ''} | {message}")
+
+
+def run_reference(job_reference: str, plan: Plan, options: RunOptions) -> RunSummary:
+    """The same vertex functions as one plain PySpark program (one submission, no regions)."""
+    run_id = options.run_id or f"reference-{uuid.uuid4().hex[:6]}"
+    work_dir = os.path.join(_local_path(options.data_dir), run_id)
+    os.makedirs(work_dir, exist_ok=True)
+    host = next(iter(options.cluster))
+    result_path = os.path.join(work_dir, "reference.json")
+    task = UnitTask(job=job_reference, mode=plan.mode.value, run_id=run_id, data_dir=options.data_dir,
+                    unit_key="reference", unit_name="reference", regions=[], attempt_id="reference",
+                    host=host.name, reference=True, result_path=result_path)
+    py_files = build_py_files(os.path.join(work_dir, "py"), job_modules(job_reference))
+    submission = unit_submission(task, os.path.join(work_dir, "reference-task.json"), host, host.slots,
+                                 options.job_conf, py_files,
+                                 on_line=_line_writer(os.path.join(work_dir, "reference.log")), forward_output=False)
+    started = time.monotonic()
+    result = submission.run()
+    if not result.ok:
+        raise RunFailed(f"the reference run of {plan.graph.name} failed: {_failure_reason(result)}")
+    with open(result_path, encoding="utf-8") as handle:
+        sinks = json.load(handle)["sinks"]
+    return RunSummary(plan.graph.name, plan.mode.value, run_id, time.monotonic() - started,
+                      sinks=sinks, reference=True)
+
+
+def _check_reads(vertex) -> None:
+    """A declared input path that is missing fails the run before Spark starts (local paths only:
+    a remote URI is checked by Spark itself)."""
+    for path in vertex.reads:
+        local = _local_path(path)
+        if "://" not in local and not os.path.exists(local):
+            raise RunFailed(f"vertex {vertex.name!r} reads {path!r}, which does not exist; "
+                            "create it or fix the path in the job")
+
+
+def _line_writer(path: str) -> Callable[[str], None]:
+    """Appends driver output lines to `path` (opened per line: submissions are few, lines cheap)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def write(line: str) -> None:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    return write
+
+
+def _failure_reason(result) -> str:
+    if isinstance(result, BaseException):
+        return f"{type(result).__name__}: {result}"
+    lines = [line for line in result.log_tail if "regionflow: error:" in line]
+    if lines:
+        return lines[-1].split("regionflow: error:", 1)[1].strip()
+    if result.killed:
+        return "the Spark application was killed"
+    tail = [line for line in result.log_tail if line.strip()][-3:]
+    return f"spark-submit exited with {result.returncode}: " + " | ".join(tail)
+
+
+def _local_path(data_dir: str) -> str:
+    return data_dir[len("file://"):] if data_dir.startswith("file://") else data_dir
+
+
+__all__ = ["LocalRunner", "RunOptions", "RunSummary", "RunFailed", "run_reference"]

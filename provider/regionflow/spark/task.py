@@ -1,0 +1,60 @@
+"""The unit task: everything one Spark submission needs, written by the runner as a JSON file.
+
+A unit is one region or a shard of regions. The file carries the job reference and mode (the
+program rebuilds the same plan from them), the unit's regions, the attempt, where data lives, and
+one input descriptor reference per partition group the unit reads from outside. No pyspark here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..core.errors import SpecError
+from .store import safe_component
+
+MAX_KEY_LENGTH = 120
+
+
+def unit_key_for(name: str) -> str:
+    """A store key for a unit name such as ``orders+clean[2]``; a long name keeps a readable head and
+    a hash of the whole, so two units never share a key."""
+    key = safe_component(name)
+    if len(key) > MAX_KEY_LENGTH:
+        key = f"{key[:MAX_KEY_LENGTH - 17]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+    return key
+
+
+@dataclass
+class UnitTask:
+    job: str  # "package.module:attribute" or a job spec file path
+    mode: str
+    run_id: str
+    data_dir: str
+    unit_key: str
+    unit_name: str
+    regions: list[int]
+    attempt_id: str
+    host: str = "localhost"
+    width: int = 1
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # group id -> descriptor ref
+    reference: bool = False
+    result_path: str | None = None  # reference runs write their sink figures here
+
+    def write(self, path: str) -> str:
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(asdict(self), handle)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def read(cls, path: str) -> "UnitTask":
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, json.JSONDecodeError) as error:
+            raise SpecError(f"cannot read unit task file {path!r}: {error}") from None
+        return cls(**data)

@@ -1,0 +1,94 @@
+"""Units of a plan and how one becomes a Spark submission; shared by `regionflow run` and Airflow.
+
+A unit is a shard of one logical region's execution regions (`Plan.shards`): one Spark submission,
+one atomic commit, one store key. `UnitLayout` fixes the units, their names and keys, the partition
+groups each reads from outside, and where those partitions are; `unit_submission` turns a unit task
+file and a slot grant into a `RegionSubmission`. The runner, the Airflow region task and the region
+program all derive the same layout from the same plan, so they agree on every key and path.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+from ..core.plan import Plan, Shard
+from ..core.resources import ResourceProfile
+from ..scheduling.hosts import Host
+from ..scheduling.strategy import RegionScheduler
+from .descriptors import PartitionLocation
+from .store import PartitionStore
+from .submit import RegionSubmission, build_submit_kwargs
+from .task import UnitTask, unit_key_for
+
+ENTRY_POINT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py")
+
+
+class UnitLayout:
+    def __init__(self, plan: Plan, max_shards: int | None) -> None:
+        self.plan = plan
+        self.shards: list[Shard] = plan.shards(max_shards)
+        self.unit_of_region = {r: u for u, shard in enumerate(self.shards) for r in shard.regions}
+        self.names = [plan.shard_name(shard) for shard in self.shards]
+        self.keys = [unit_key_for(name) for name in self.names]
+
+    def scheduler(self) -> RegionScheduler:
+        return RegionScheduler(self.plan, [shard.regions for shard in self.shards])
+
+    def units_of_logical(self, logical: int) -> list[int]:
+        return [u for u, shard in enumerate(self.shards) if shard.logical == logical]
+
+    def width(self, unit: int, largest_host_slots: int) -> int:
+        """How many of the unit's regions run at once: as many as the largest host can hold."""
+        shard = self.shards[unit]
+        region_slots = max(self.plan.slots(self.plan.regions[r]) for r in shard.regions)
+        return max(1, min(len(shard.regions), largest_host_slots // region_slots))
+
+    def requests(self, unit: int, width: int) -> tuple[ResourceProfile, ...]:
+        return tuple(p for r in self.plan.shard_requests(self.shards[unit], width) for p in r.expand())
+
+    def locations(self, group_index: int, store: PartitionStore,
+                  host_of: Callable[[int], str]) -> list[PartitionLocation]:
+        """Every producer partition of a group (built once per group, shared by all its readers; a
+        reader that also writes into the group takes its own partitions from memory)."""
+        group = self.plan.topology.groups[group_index]
+        region_of = self.plan.region_set.region_of
+        locations = []
+        for producer in group.producers:
+            unit = self.unit_of_region[region_of[producer]]
+            path = store.partition_path(self.keys[unit], group.edge, producer)
+            locations.append(PartitionLocation(producer, host_of(unit), path))
+        return locations
+
+    def partition_paths(self, group_index: int, store: PartitionStore) -> list[str]:
+        group = self.plan.topology.groups[group_index]
+        region_of = self.plan.region_set.region_of
+        return [store.partition_path(self.keys[self.unit_of_region[region_of[p]]], group.edge, p)
+                for p in group.producers]
+
+
+def default_conf(slots: int, job_conf: dict[str, str]) -> dict[str, str]:
+    """Spark conf regionflow proposes for a submission of `slots` slots; the job's own conf wins.
+    Regions are small units of work: 200 shuffle partitions and INFO logging only cost time."""
+    conf = {"spark.log.level": "WARN", "spark.sql.shuffle.partitions": str(max(2, 2 * slots))}
+    conf.update(job_conf)
+    return conf
+
+
+def unit_submission(task: UnitTask, task_path: str, host: Host, slots: int, job_conf: dict[str, str],
+                    py_files: Sequence[str], *, on_line: Callable[[str], None] | None = None,
+                    forward_output: bool = True, conn_id: str | None = None) -> RegionSubmission:
+    task.write(task_path)
+    kwargs = build_submit_kwargs(
+        application=ENTRY_POINT, application_args=["--task", task_path], master=host.spark.master,
+        slots=slots, slot_profile=host.slot_profile, job_conf=default_conf(slots, job_conf),
+        py_files=py_files, name=f"regionflow {task.unit_name} {task.attempt_id}", conn_id=conn_id,
+    )
+    return RegionSubmission(ENTRY_POINT, kwargs, cpu_affinity=host.spark.cpu_affinity, on_line=on_line,
+                            forward_output=forward_output)
+
+
+def job_modules(job_reference: str) -> list[str]:
+    """Modules to ship with --py-files for a ``module:attribute`` job reference."""
+    if ":" in job_reference and not os.path.exists(job_reference.split("#")[0]):
+        return [job_reference.partition(":")[0]]
+    return []
