@@ -379,3 +379,17 @@ def test_lookahead_bounds_how_many_blocked_bulks_a_pass_looks_past(lookahead, ba
 def test_bad_lookahead_is_refused():
     with pytest.raises(SpecError, match="backfill_lookahead"):
         SlotPool(Cluster.parse("h:1"), backfill_lookahead=0)
+
+
+def test_restore_retakes_exact_slots_and_refuses_double_grants():
+    from regionflow.scheduling.capacity import SlotRef
+
+    pool = SlotPool(Cluster.parse("a:2;b:2"))
+    restored = pool.restore(Bulk("old", "job", "region", (UNKNOWN, UNKNOWN)), [SlotRef("b", 0), SlotRef("b", 1)])
+    assert restored.hosts == ("b",) and pool.free_slots() == 2
+    assert pool.acquired("job") == {UNKNOWN: 2}
+    assert pool.submit(Bulk("new", "job", "r2", (UNKNOWN,) * 3)) == []  # waits: only 2 free
+    with pytest.raises(SchedulingError, match="already taken"):
+        pool.restore(Bulk("twice", "job", "r3", (UNKNOWN,)), [SlotRef("b", 1)])
+    granted = pool.release("old")
+    assert [g.bulk_id for g in granted] == ["new"] and pool.free_slots() == 1

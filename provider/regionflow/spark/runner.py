@@ -22,7 +22,7 @@ from ..core.plan import Plan
 from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from .descriptors import DescriptorCache
-from .program import CHECKSUM_MODULUS, resolve_sink_path
+from .program import resolve_sink_path
 from .store import PartitionStore, SinkCommitter
 from .submit import RegionSubmission, build_py_files
 from .task import UnitTask
@@ -263,16 +263,7 @@ class LocalRunner:
             self.store.release(self.layout.partition_paths(group_index, self.store))
 
     def _sink_figures(self) -> dict[str, dict[str, Any]]:
-        totals: dict[str, dict[str, Any]] = {}
-        for key in self.keys:
-            committed = self.store.committed(key)
-            for vertex, subtasks in (committed.manifest.get("sinks", {}) if committed else {}).items():
-                entry = totals.setdefault(vertex, {"rows": 0, "checksum": 0, "path": resolve_sink_path(
-                    self.plan.graph.vertices[vertex], self.options.data_dir)})
-                for figures in subtasks.values():
-                    entry["rows"] += figures["rows"]
-                    entry["checksum"] = (entry["checksum"] + figures["checksum"]) % CHECKSUM_MODULUS
-        return totals
+        return self.layout.sink_figures(self.store, self.options.data_dir)
 
     # ---- helpers ----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from ..core.resources import ResourceProfile
 from ..scheduling.hosts import Host
 from ..scheduling.strategy import RegionScheduler
 from .descriptors import PartitionLocation
+from .program import CHECKSUM_MODULUS, resolve_sink_path
 from .store import PartitionStore
 from .submit import RegionSubmission, build_submit_kwargs
 from .task import UnitTask, unit_key_for
@@ -58,6 +59,19 @@ class UnitLayout:
             path = store.partition_path(self.keys[unit], group.edge, producer)
             locations.append(PartitionLocation(producer, host_of(unit), path))
         return locations
+
+    def sink_figures(self, store: PartitionStore, data_dir: str) -> dict[str, dict]:
+        """Per sink vertex: rows and checksum summed over the committed units' manifests, and its path."""
+        totals: dict[str, dict] = {}
+        for key in self.keys:
+            committed = store.committed(key)
+            for vertex, subtasks in (committed.manifest.get("sinks", {}) if committed else {}).items():
+                entry = totals.setdefault(vertex, {"rows": 0, "checksum": 0, "path": resolve_sink_path(
+                    self.plan.graph.vertices[vertex], data_dir)})
+                for figures in subtasks.values():
+                    entry["rows"] += figures["rows"]
+                    entry["checksum"] = (entry["checksum"] + figures["checksum"]) % CHECKSUM_MODULUS
+        return totals
 
     def partition_paths(self, group_index: int, store: PartitionStore) -> list[str]:
         group = self.plan.topology.groups[group_index]

@@ -1,0 +1,20 @@
+"""Run every benchmark and print its figures: `make bench` (the Spark and Airflow ones take minutes)."""
+import subprocess
+import sys
+
+COMMANDS = [
+    ["regionflow", "bench", "topology", "--parallelism", "10000", "--pattern", "all-to-all", "--exchange", "blocking"],
+    ["regionflow", "bench", "topology", "--parallelism", "10000", "--pattern", "all-to-all", "--exchange", "pipelined"],
+    ["regionflow", "bench", "topology", "--parallelism", "100000", "--pattern", "all-to-all", "--exchange", "blocking",
+     "--repeats", "3"],
+    ["regionflow", "bench", "pool"],
+    ["regionflow", "bench", "schedule", "--parallelism", "10000"],
+    [sys.executable, "-c", "from regionflow.spark.descriptors import bench_descriptors as b; import json; "
+                           "print(json.dumps(b(), indent=2))"],
+    [sys.executable, "benchmarks/spark_modes.py"],
+]
+
+if __name__ == "__main__":
+    for command in COMMANDS:
+        print("$", " ".join(command), flush=True)
+        subprocess.run(command, check=True)

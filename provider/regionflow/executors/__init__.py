@@ -1,0 +1,4 @@
+"""Airflow executors: `RegionExecutor` (``[core] executor = regionflow.executors.RegionExecutor``)."""
+from .region_executor import RegionExecutor
+
+__all__ = ["RegionExecutor"]

@@ -1,0 +1,131 @@
+"""Declaring a job in an Airflow DAG: vertex operators joined by exchanges.
+
+    orders = SparkVertexOperator(task_id="orders", parallelism=4, fn=read_orders)
+    clean = SparkVertexOperator(task_id="clean", parallelism=4, fn=clean_orders)
+    orders >> forward() >> clean >> hash_by("customer_id") >> totals
+    [clean, products] >> broadcast() >> enrich           # several producers at once
+    regionflow.transform(dag, mode="pointwise-pipelined-only")
+
+A plain ``a >> b`` between two vertices is FORWARD when their parallelisms are equal, else RESCALE.
+Vertex operators only declare; `regionflow.transform` replaces them by one region task per logical
+region. A vertex operator that runs anyway (transform was not called) fails with that advice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from airflow.sdk import BaseOperator
+
+from ..core.graph import Distribution, Exchange, Sink
+from ..core.resources import UNKNOWN, ResourceProfile
+
+
+@dataclass(frozen=True)
+class ExchangeSpec:
+    """How the next `>>` connects its producers to its consumer."""
+
+    distribution: Distribution
+    keys: tuple[str, ...] = ()
+    exchange: Exchange | None = None
+
+    def __rrshift__(self, producers: "SparkVertexOperator | Sequence[SparkVertexOperator]") -> "_PendingEdge":
+        return _PendingEdge(_as_list(producers), self)
+
+
+def forward(exchange: str | None = None) -> ExchangeSpec:
+    return ExchangeSpec(Distribution.FORWARD, exchange=Exchange.parse(exchange))
+
+
+def rescale(exchange: str | None = None) -> ExchangeSpec:
+    return ExchangeSpec(Distribution.RESCALE, exchange=Exchange.parse(exchange))
+
+
+def hash_by(*keys: str, exchange: str | None = None) -> ExchangeSpec:
+    return ExchangeSpec(Distribution.HASH, tuple(keys), Exchange.parse(exchange))
+
+
+def rebalance(exchange: str | None = None) -> ExchangeSpec:
+    return ExchangeSpec(Distribution.REBALANCE, exchange=Exchange.parse(exchange))
+
+
+def broadcast(exchange: str | None = None) -> ExchangeSpec:
+    return ExchangeSpec(Distribution.BROADCAST, exchange=Exchange.parse(exchange))
+
+
+@dataclass(frozen=True)
+class DeclaredEdge:
+    src: str
+    spec: ExchangeSpec
+
+
+class _PendingEdge:
+    """``producers >> spec``, waiting for its consumer."""
+
+    def __init__(self, producers: list["SparkVertexOperator"], spec: ExchangeSpec) -> None:
+        self.producers = producers
+        self.spec = spec
+
+    def __rshift__(self, consumers: "SparkVertexOperator | Sequence[SparkVertexOperator]"):
+        for consumer in _as_list(consumers):
+            for producer in self.producers:
+                consumer.regionflow_inputs.append(DeclaredEdge(producer.task_id, self.spec))
+                producer.set_downstream(consumer)
+        return consumers
+
+
+class SparkVertexOperator(BaseOperator):
+    """A PySpark step of a regionflow job: ``fn(spark, inputs, ctx) -> DataFrame``, run as
+    `parallelism` subtasks. Resources are per subtask (cpu, heap_mib, off_heap_mib, managed_mib,
+    extended such as gpu)."""
+
+    ui_color = "#fde9c4"
+
+    def __init__(self, *, parallelism: int, fn: Callable[..., Any] | str,
+                 resources: ResourceProfile | dict | None = None, slot_sharing_group: str | None = None,
+                 sink: Sink | str | None = None, reads: Iterable[str] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.parallelism = parallelism
+        self.fn = fn
+        self.vertex_resources = _profile(resources)  # BaseOperator owns `resources` (its own format)
+        self.slot_sharing_group = slot_sharing_group
+        self.sink = Sink(sink) if isinstance(sink, str) else sink
+        self.reads = (reads,) if isinstance(reads, str) else tuple(reads)
+        self.regionflow_inputs: list[DeclaredEdge] = []
+
+    def __rshift__(self, other):
+        if isinstance(other, ExchangeSpec):
+            return _PendingEdge([self], other)
+        return super().__rshift__(other)
+
+    def execute(self, context: Any) -> None:
+        raise RuntimeError(f"vertex {self.task_id!r} is a declaration: call regionflow.transform(dag) at the end of "
+                           "the DAG file so that it runs inside a region task")
+
+
+def spark_vertex(parallelism: int, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., SparkVertexOperator]]:
+    """TaskFlow-style: ``@spark_vertex(parallelism=4)`` on ``def clean(spark, inputs, ctx)``; calling
+    ``clean()`` inside the DAG creates the vertex (task_id = the function's name unless given)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., SparkVertexOperator]:
+        def create(**overrides: Any) -> SparkVertexOperator:
+            arguments = {"task_id": fn.__name__, "parallelism": parallelism, "fn": fn, **options, **overrides}
+            return SparkVertexOperator(**arguments)
+
+        create.__name__ = fn.__name__
+        create.__doc__ = fn.__doc__
+        return create
+
+    return decorate
+
+
+def _profile(resources: ResourceProfile | dict | None) -> ResourceProfile:
+    if resources is None:
+        return UNKNOWN
+    if isinstance(resources, ResourceProfile):
+        return resources
+    return ResourceProfile.from_dict(resources)
+
+
+def _as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]

@@ -1,0 +1,129 @@
+"""`regionflow.transform(dag)`: compile a DAG's vertex operators into pipelined-region tasks.
+
+It builds the JobGraph from the `SparkVertexOperator`s (explicit exchanges from ``>> forward() >>``
+etc., plain ``>>`` as FORWARD or RESCALE), plans it (invalid graphs raise here, so they show as DAG
+import errors), and rewrites the DAG: the vertex operators go, and each logical region becomes one
+`RegionOperator` task named after its vertices, mapped over its shards when it has more than one.
+Blocking edges between logical regions become Airflow dependencies; tasks the user linked to a
+vertex are linked to its region task. Each region task carries its slot request in
+``executor_config["regionflow"]`` for the RegionExecutor's FIFO bulk pool.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .config import RegionflowConfig
+from .core.errors import JobGraphError
+from .core.graph import Distribution, JobGraph, register_job
+from .core.modes import ExchangeMode
+from .core.plan import Plan
+from .operators.region import RegionOperator
+from .operators.vertex import SparkVertexOperator
+from .spark.unit import UnitLayout
+
+EXECUTOR_CONFIG_KEY = "regionflow"
+
+
+@dataclass
+class TransformResult:
+    plan: Plan
+    layout: UnitLayout
+    region_tasks: dict[int, Any]  # logical region index -> task (or mapped task)
+
+
+def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | None = None,
+              config: RegionflowConfig | None = None) -> TransformResult:
+    config = config or RegionflowConfig.from_airflow()
+    vertices = [task for task in dag.tasks if isinstance(task, SparkVertexOperator)]
+    if not vertices:
+        raise JobGraphError(f"DAG {dag.dag_id!r} has no SparkVertexOperator; declare vertices before transform(dag)")
+    plan_mode = ExchangeMode.parse(mode) if mode is not None else config.mode
+    graph = job_graph_of(dag.dag_id, vertices, plan_mode)
+    plan = Plan(graph)
+    shards_limit = max_shards or config.max_shards
+    layout = UnitLayout(plan, shards_limit)
+    outside_links = _links_to_outside(dag, vertices)
+    _remove_vertices(dag, vertices)
+    region_tasks = {logical.index: _region_task(dag, plan, layout, logical.index, config, shards_limit)
+                    for logical in plan.region_set.logical}
+    _wire_regions(plan, region_tasks)
+    _wire_outside(plan, region_tasks, outside_links)
+    register_job(graph)
+    return TransformResult(plan, layout, region_tasks)
+
+
+def job_graph_of(dag_id: str, vertices: list[SparkVertexOperator], mode: ExchangeMode) -> JobGraph:
+    graph = JobGraph(dag_id, default_mode=mode.value)
+    for vertex in vertices:
+        graph.add_vertex(vertex.task_id, vertex.parallelism, vertex.vertex_resources, vertex.slot_sharing_group,
+                         vertex.fn, vertex.sink, vertex.reads)
+    names = {vertex.task_id: vertex for vertex in vertices}
+    for vertex in vertices:
+        declared = {edge.src for edge in vertex.regionflow_inputs}
+        for edge in vertex.regionflow_inputs:
+            graph.connect(edge.src, vertex.task_id, edge.spec.distribution, edge.spec.exchange, edge.spec.keys)
+        for upstream in sorted((vertex.upstream_task_ids & names.keys()) - declared):
+            equal = names[upstream].parallelism == vertex.parallelism
+            graph.connect(upstream, vertex.task_id, Distribution.FORWARD if equal else Distribution.RESCALE)
+    return graph.validate()
+
+
+def region_task_id(plan: Plan, logical: int) -> str:
+    names = plan.topology.vertex_names
+    return "__".join(names[v] for v in plan.region_set.logical[logical].vertices)
+
+
+def _region_task(dag, plan: Plan, layout: UnitLayout, logical: int, config: RegionflowConfig, shards_limit: int):
+    units = layout.units_of_logical(logical)
+    width = config.largest_host_slots
+    executor_config = {EXECUTOR_CONFIG_KEY: {
+        "requests": [[p.to_dict() for p in layout.requests(u, layout.width(u, width))] for u in units],
+        "labels": [layout.names[u] for u in units],
+    }}
+    arguments = dict(task_id=region_task_id(plan, logical), dag=dag, mode=plan.mode.value, logical=logical,
+                     max_shards=shards_limit, executor_config=executor_config,
+                     weight_rule="absolute", priority_weight=1)
+    if len(units) == 1:
+        return RegionOperator(shard=0, **arguments)
+    return RegionOperator.partial(**arguments).expand(shard=list(range(len(units))))
+
+
+def _links_to_outside(dag, vertices: list[SparkVertexOperator]) -> list[tuple[str, str, str]]:
+    """(direction, vertex, other task) for every link between a vertex and a non-vertex task."""
+    vertex_ids = {v.task_id for v in vertices}
+    links = []
+    for vertex in vertices:
+        links += [("up", vertex.task_id, other) for other in vertex.upstream_task_ids - vertex_ids]
+        links += [("down", vertex.task_id, other) for other in vertex.downstream_task_ids - vertex_ids]
+    return links
+
+
+def _remove_vertices(dag, vertices: list[SparkVertexOperator]) -> None:
+    vertex_ids = {v.task_id for v in vertices}
+    for task in dag.tasks:
+        if task.task_id not in vertex_ids:
+            task.upstream_task_ids.difference_update(vertex_ids)
+            task.downstream_task_ids.difference_update(vertex_ids)
+    for vertex in vertices:
+        dag._remove_task(vertex.task_id)
+        dag.task_group.used_group_ids.discard(vertex.task_id)
+
+
+def _wire_regions(plan: Plan, region_tasks: dict[int, Any]) -> None:
+    logical_of_vertex = {v: lr.index for lr in plan.region_set.logical for v in lr.vertices}
+    for exec_edge in plan.topology.edges:
+        src, dst = logical_of_vertex[exec_edge.src], logical_of_vertex[exec_edge.dst]
+        if src != dst:
+            region_tasks[src] >> region_tasks[dst]
+
+
+def _wire_outside(plan: Plan, region_tasks: dict[int, Any], links: list[tuple[str, str, str]]) -> None:
+    logical_of_name = {plan.topology.vertex_names[v]: lr.index for lr in plan.region_set.logical for v in lr.vertices}
+    for direction, vertex, other in links:
+        region_task = region_tasks[logical_of_name[vertex]]
+        other_task = region_task.dag.get_task(other)
+        if direction == "up":
+            other_task >> region_task
+        else:
+            region_task >> other_task
