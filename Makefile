@@ -40,11 +40,14 @@ test: venv
 DEMO_DIR ?= $(CURDIR)/.demo
 DEMO_MODE ?= pointwise-pipelined-only
 
+# The main job: the example DAG through an embedded Airflow (api-server, scheduler, dag-processor on
+# 127.0.0.1, SQLite) with the RegionExecutor and local Spark; then the plain PySpark reference, whose
+# checksum the DAG run's sink checksum must equal.
 demo: venv
 	rm -rf $(DEMO_DIR)
-	$(VENV)/bin/regionflow plan regionflow.examples.orders:job --mode $(DEMO_MODE)
-	$(VENV)/bin/regionflow run regionflow.examples.orders:job --mode $(DEMO_MODE) --slots 3 --data-dir $(DEMO_DIR)
-	$(VENV)/bin/regionflow run regionflow.examples.orders:job --reference --slots 2 --data-dir $(DEMO_DIR)
+	$(VENV)/bin/regionflow plan dags/orders_daily.py --dag-id orders_daily
+	$(VPY) -m regionflow.demo --home $(DEMO_DIR)/airflow --dags-folder $(CURDIR)/dags --slots 3
+	$(VENV)/bin/regionflow run regionflow.examples.orders:job --reference --slots 2 --data-dir $(DEMO_DIR)/reference
 
 bench: venv
 	$(VPY) benchmarks/run_all.py

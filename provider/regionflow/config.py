@@ -63,6 +63,9 @@ def provider_config_metadata() -> dict[str, Any]:
     }
 
 
+_DEFAULTS = {option.name: option.default or "" for option in OPTIONS}
+
+
 def _format_escaped(value: str | None) -> str | None:
     """Airflow runs str.format() over provider defaults (for {AIRFLOW_HOME}-style variables)."""
     return None if value is None else value.replace("{", "{{").replace("}", "}}")
@@ -85,14 +88,18 @@ class RegionflowConfig:
         from airflow.configuration import conf
 
         def get(name: str) -> str:
-            default = next(o.default for o in OPTIONS if o.name == name) or ""
-            return conf.get(SECTION, name, fallback=default) or default
+            return conf.get(SECTION, name, fallback="")
 
         return cls.from_values(get, airflow_home=conf.get("core", "airflow_home", fallback=None)
                                or os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"))
 
     @classmethod
-    def from_values(cls, get: Callable[[str], str], airflow_home: str) -> "RegionflowConfig":
+    def from_values(cls, lookup: Callable[[str], str | None], airflow_home: str) -> "RegionflowConfig":
+        """Build from `lookup(option)`; an empty or missing value takes the option's default."""
+
+        def get(name: str) -> str:
+            return (lookup(name) or "").strip() or _DEFAULTS[name]
+
         hosts = get("hosts").strip()
         return cls(
             cluster=Cluster.parse(hosts) if hosts else Cluster.local_default(),

@@ -33,7 +33,9 @@ class TransformResult:
 
 
 def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | None = None,
-              config: RegionflowConfig | None = None) -> TransformResult:
+              config: RegionflowConfig | None = None, executor: str | None = None) -> TransformResult:
+    """`executor`: the executor alias for the region tasks when regionflow is one of several
+    executors (``[core] executor = LocalExecutor,regionflow:regionflow.executors.RegionExecutor``)."""
     config = config or RegionflowConfig.from_airflow()
     vertices = [task for task in dag.tasks if isinstance(task, SparkVertexOperator)]
     if not vertices:
@@ -45,7 +47,7 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     layout = UnitLayout(plan, shards_limit)
     outside_links = _links_to_outside(dag, vertices)
     _remove_vertices(dag, vertices)
-    region_tasks = {logical.index: _region_task(dag, plan, layout, logical.index, config, shards_limit)
+    region_tasks = {logical.index: _region_task(dag, plan, layout, logical.index, config, shards_limit, executor)
                     for logical in plan.region_set.logical}
     _wire_regions(plan, region_tasks)
     _wire_outside(plan, region_tasks, outside_links)
@@ -74,7 +76,8 @@ def region_task_id(plan: Plan, logical: int) -> str:
     return "__".join(names[v] for v in plan.region_set.logical[logical].vertices)
 
 
-def _region_task(dag, plan: Plan, layout: UnitLayout, logical: int, config: RegionflowConfig, shards_limit: int):
+def _region_task(dag, plan: Plan, layout: UnitLayout, logical: int, config: RegionflowConfig, shards_limit: int,
+                 executor: str | None):
     units = layout.units_of_logical(logical)
     width = config.largest_host_slots
     executor_config = {EXECUTOR_CONFIG_KEY: {
@@ -84,6 +87,8 @@ def _region_task(dag, plan: Plan, layout: UnitLayout, logical: int, config: Regi
     arguments = dict(task_id=region_task_id(plan, logical), dag=dag, mode=plan.mode.value, logical=logical,
                      max_shards=shards_limit, executor_config=executor_config,
                      weight_rule="absolute", priority_weight=1)
+    if executor:
+        arguments["executor"] = executor
     if len(units) == 1:
         return RegionOperator(shard=0, **arguments)
     return RegionOperator.partial(**arguments).expand(shard=list(range(len(units))))

@@ -14,7 +14,7 @@ from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark import runner as runner_module
-from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions, run_reference
+from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
 from regionflow.spark.store import SinkCommitter
 
 ORDERS = "regionflow.examples.orders:job"
@@ -32,11 +32,8 @@ def run_job(job, mode, data_dir, slots, **extra):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("reference")
-    summary = run_reference(ORDERS, Plan(load_job(ORDERS)), options(data_dir, 2))
-    assert summary.sinks["totals"]["rows"] > 0
-    return summary.sinks["totals"]
+def reference(orders_reference):
+    return orders_reference
 
 
 @pytest.mark.parametrize("mode, slots", [

@@ -96,9 +96,19 @@ def unit_submission(task: UnitTask, task_path: str, host: Host, slots: int, job_
         application=ENTRY_POINT, application_args=["--task", task_path], master=host.spark.master,
         slots=slots, slot_profile=host.slot_profile, job_conf=default_conf(slots, job_conf),
         py_files=py_files, name=f"regionflow {task.unit_name} {task.attempt_id}", conn_id=conn_id,
+        env_vars=driver_env(task.job),
     )
     return RegionSubmission(ENTRY_POINT, kwargs, cpu_affinity=host.spark.cpu_affinity, on_line=on_line,
                             forward_output=forward_output)
+
+
+def driver_env(job_reference: str) -> dict[str, str]:
+    """Environment of the Spark driver. A job given as a DAG file makes the driver import Airflow;
+    inside an Airflow 3 task the metadata DB URL is replaced by one that refuses any use, which makes
+    that import fail: the driver gets an in-memory database it never needs instead."""
+    if job_reference.partition("#")[0].endswith(".py"):
+        return {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "sqlite://"}
+    return {}
 
 
 def job_modules(job_reference: str) -> list[str]:

@@ -1,0 +1,551 @@
+"""RegionflowStore: regionflow's own state, shared by the executor, task processes and the UI.
+
+It owns the rules over the rows of `models.py`: which grant and attempt state transitions are
+legal, that no slot is held by two live grants, that the first commit of a unit wins, that a
+blocklist entry only ever extends. Every public method is one short transaction in its own
+session and returns frozen records (`records.py`). Write transactions lock before they read
+(BEGIN IMMEDIATE on SQLite, SELECT ... FOR UPDATE elsewhere), so a check and the write it guards
+are atomic across processes. Only SQLite is tested; any SQLAlchemy URL should work.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+
+from sqlalchemy import Select, delete, func, inspect, select
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.orm import Session, aliased
+
+from .engine import DEFAULT_BUSY_TIMEOUT_S, WRITE_OPTION, build_engine, default_url, mask_url, parse_url
+from .errors import SlotConflictError, StateTransitionError, StoreError, UnknownRecordError
+from .models import SCHEMA_VERSION, Attempt, Base, BlockEntry, Commit, Grant, Metric, SchemaVersion
+from .records import (
+    ATTEMPT_END_STATES,
+    GRANT_TRANSITIONS,
+    AttemptRecord,
+    AttemptState,
+    BlockRecord,
+    CommitRecord,
+    GrantRecord,
+    GrantState,
+    MetricRecord,
+    Slot,
+    job_id_for,
+)
+
+Clock = Callable[[], float]
+T = TypeVar("T")
+
+
+class RegionflowStore:
+    """regionflow's store at one SQLAlchemy URL; cheap to create, safe to share between threads."""
+
+    def __init__(self, url: str, *, clock: Clock = time.time,
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        self._url = parse_url(url)
+        self.url = mask_url(self._url)  # safe to log: the password is masked
+        self._clock = clock
+        self._engine = build_engine(self._url, busy_timeout_s)
+        self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
+        self._schema_ready = False
+        self._schema_lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, url: str | None = None, airflow_home: str | None = None,
+                    **options: Any) -> RegionflowStore:
+        """The store at `url`, else `sqlite:///<airflow_home>/regionflow.db` ($AIRFLOW_HOME, ~/airflow)."""
+        return cls(url or default_url(airflow_home), **options)
+
+    def __repr__(self) -> str:
+        return f"RegionflowStore({self.url!r})"
+
+    def dispose(self) -> None:
+        """Close pooled connections (none on SQLite); the store stays usable."""
+        self._engine.dispose()
+
+    # ----------------------------------------------------------------------------- schema
+
+    def create_all(self) -> None:
+        """Create the tables and the schema_version row if missing; runs once per instance."""
+        with self._schema_lock:
+            if self._schema_ready:
+                return
+            _once_more_on(self._create_schema, (IntegrityError, ProgrammingError))
+            self._schema_ready = True
+
+    def schema_version(self) -> int:
+        with self._read() as session:
+            return session.scalars(select(SchemaVersion.version)).one()
+
+    def _create_schema(self) -> None:
+        # Most opens find the schema in place: check that under a read lock, so many task processes
+        # opening the store at once do not queue for the write lock.
+        # Else one write transaction: on SQLite the lock makes concurrent first opens take turns, and a
+        # server database that raced us fails here and succeeds on the retry (tables now exist).
+        try:
+            if self._schema_in_place():
+                return
+            with Session(self._write_engine) as session, session.begin():
+                Base.metadata.create_all(session.connection())
+                _check_schema_version(session, self.url, self._clock())
+        except OperationalError as error:
+            raise StoreError(
+                f"cannot open regionflow's store at {self.url!r}: {error.orig}; check that the "
+                f"database exists, is reachable and writable, or point regionflow at another store URL"
+            ) from error
+
+    def _schema_in_place(self) -> bool:
+        with Session(self._engine) as session, session.begin():
+            tables = set(inspect(session.connection()).get_table_names())
+            if not tables.issuperset(Base.metadata.tables):
+                return False
+            _check_schema_version(session, self.url, self._clock(), create=False)
+            return True
+
+    # ----------------------------------------------------------------------------- grants
+
+    def record_waiting(self, bulk_id: str, *, dag_id: str, run_id: str, task_id: str, try_number: int,
+                       label: str, requests: Sequence[Mapping[str, Any]], map_index: int = -1,
+                       job_id: str | None = None) -> GrantRecord:
+        """A bulk entered the pool's queue. Re-recording a waiting bulk is a no-op (re-queue)."""
+        row = Grant(
+            bulk_id=bulk_id, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=int(map_index),
+            try_number=int(try_number), job_id=job_id or job_id_for(dag_id, run_id), label=label,
+            requests=[_plain_request(request) for request in requests], state=GrantState.WAITING.value,
+            host=None, slots=[], message=None, submitted_at=self._clock(), granted_at=None, released_at=None,
+        )
+
+        def insert() -> GrantRecord:
+            with self._write() as session:
+                existing = _locked_grant(session, bulk_id)
+                if existing is None:
+                    session.add(row)
+                    return _grant_record(row)
+                _check_requeue(existing)
+                return _grant_record(existing)
+
+        return _once_more_on(insert, IntegrityError)
+
+    def record_granted(self, bulk_id: str, slots: Iterable[Sequence[Any]]) -> GrantRecord:
+        """All slots of the bulk were given at once; `slots` are (host, index) pairs, first host first."""
+        pairs = _normalized_slots(bulk_id, slots)
+        with self._write() as session:
+            row = _existing_grant(session, bulk_id)
+            _check_grant_transition(row, GrantState.GRANTED)
+            _check_slots_free(session, row, pairs)
+            row.state = GrantState.GRANTED.value
+            row.slots = [list(pair) for pair in pairs]
+            row.host = pairs[0][0]
+            row.granted_at = self._clock()
+            return _grant_record(row)
+
+    def record_released(self, bulk_id: str) -> GrantRecord:
+        """The bulk's slots went back to the pool (or a waiting bulk was withdrawn).
+
+        Releasing a lost grant only stamps `released_at`: it stays "lost", so the UI still shows why.
+        """
+        with self._write() as session:
+            row = _existing_grant(session, bulk_id)
+            _check_grant_transition(row, GrantState.RELEASED)
+            if row.state != GrantState.LOST:
+                row.state = GrantState.RELEASED.value
+            row.released_at = self._clock()
+            return _grant_record(row)
+
+    def record_rejected(self, bulk_id: str, message: str) -> GrantRecord:
+        """No cluster state can ever satisfy the bulk; `message` says why."""
+        with self._write() as session:
+            row = _existing_grant(session, bulk_id)
+            _check_grant_transition(row, GrantState.REJECTED)
+            row.state = GrantState.REJECTED.value
+            row.message = message
+            return _grant_record(row)
+
+    def mark_lost(self, host: str) -> list[GrantRecord]:
+        """Every live grant holding a slot on `host` becomes lost; returns them."""
+        with self._write() as session:
+            live = session.scalars(_live_grants_query().with_for_update()).all()
+            lost = [row for row in live if any(slot_host == host for slot_host, _ in row.slots)]
+            for row in lost:
+                row.state = GrantState.LOST.value
+                row.message = f"host '{host}' was lost while this grant held slots on it"
+            return [_grant_record(row) for row in lost]
+
+    def grant_for(self, bulk_id: str) -> GrantRecord | None:
+        with self._read() as session:
+            row = session.scalar(select(Grant).where(Grant.bulk_id == bulk_id))
+            return None if row is None else _grant_record(row)
+
+    def live_grants(self) -> list[GrantRecord]:
+        """Granted bulks, oldest grant first: what a restarted executor must take back."""
+        with self._read() as session:
+            return [_grant_record(row) for row in session.scalars(_live_grants_query())]
+
+    def waiting_grants(self) -> list[GrantRecord]:
+        """Waiting bulks in FIFO order (order of first record_waiting)."""
+        query = select(Grant).where(Grant.state == GrantState.WAITING.value).order_by(Grant.id)
+        with self._read() as session:
+            return [_grant_record(row) for row in session.scalars(query)]
+
+    def grants(self, dag_id: str | None = None, run_id: str | None = None) -> list[GrantRecord]:
+        query = _filtered(select(Grant), Grant, dag_id=dag_id, run_id=run_id).order_by(Grant.id)
+        with self._read() as session:
+            return [_grant_record(row) for row in session.scalars(query)]
+
+    # ----------------------------------------------------------------------------- attempts
+
+    def start_attempt(self, attempt_id: str, *, dag_id: str, run_id: str, task_id: str, unit_key: str,
+                      host: str, map_index: int = -1, bulk_id: str | None = None, speculative: bool = False,
+                      input_bytes: int | None = None) -> AttemptRecord:
+        """A Spark submission of `unit_key` started on `host`; attempt ids are never reused."""
+        row = Attempt(
+            attempt_id=attempt_id, bulk_id=bulk_id, dag_id=dag_id, run_id=run_id, task_id=task_id,
+            map_index=int(map_index), unit_key=unit_key, host=host, speculative=bool(speculative),
+            state=AttemptState.RUNNING.value, started_at=self._clock(), ended_at=None,
+            input_bytes=input_bytes, message=None,
+        )
+        with self._write() as session:
+            existing = _attempt_row(session, attempt_id)
+            if existing is not None:
+                raise StoreError(
+                    f"attempt '{attempt_id}' of unit '{existing.unit_key}' was already started on host "
+                    f"'{existing.host}' (now {existing.state}); every Spark submission needs a fresh attempt id"
+                )
+            session.add(row)
+            return _attempt_record(row)
+
+    def end_attempt(self, attempt_id: str, state: str, message: str | None = None, *,
+                    input_bytes: int | None = None) -> AttemptRecord:
+        """A running attempt ended as `state` (succeeded, failed, killed or lost_commit)."""
+        target = _attempt_end_state(attempt_id, state)
+        with self._write() as session:
+            row = _attempt_row(session, attempt_id, lock=True)
+            if row is None:
+                raise UnknownRecordError(
+                    f"no attempt '{attempt_id}' in regionflow's store; start_attempt must come before end_attempt"
+                )
+            if row.state != AttemptState.RUNNING:
+                raise StateTransitionError(
+                    f"attempt '{attempt_id}' of unit '{row.unit_key}' cannot go from {row.state} to "
+                    f"{target.value}: it already ended"
+                )
+            row.state = target.value
+            row.ended_at = self._clock()
+            row.message = message
+            if input_bytes is not None:
+                row.input_bytes = input_bytes
+            return _attempt_record(row)
+
+    def attempt(self, attempt_id: str) -> AttemptRecord | None:
+        with self._read() as session:
+            row = _attempt_row(session, attempt_id)
+            return None if row is None else _attempt_record(row)
+
+    def attempts(self, dag_id: str, run_id: str, task_id: str | None = None) -> list[AttemptRecord]:
+        query = _filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id, task_id=task_id)
+        with self._read() as session:
+            return [_attempt_record(row) for row in session.scalars(query.order_by(Attempt.id))]
+
+    def live_attempts(self, unit_key: str, *, dag_id: str | None = None,
+                      run_id: str | None = None) -> list[AttemptRecord]:
+        """Running attempts of a unit. Unit keys repeat across DAG runs: pass dag_id and run_id."""
+        query = _filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id).where(
+            Attempt.unit_key == unit_key, Attempt.state == AttemptState.RUNNING.value)
+        with self._read() as session:
+            return [_attempt_record(row) for row in session.scalars(query.order_by(Attempt.id))]
+
+    # ----------------------------------------------------------------------------- commits
+
+    def record_commit(self, dag_id: str, run_id: str, unit_key: str, attempt_id: str) -> str:
+        """Try to make `attempt_id` the unit's output; returns the winner (the first to commit)."""
+        try:
+            with self._write() as session:
+                session.add(Commit(dag_id=dag_id, run_id=run_id, unit_key=unit_key,
+                                   winner_attempt=attempt_id, committed_at=self._clock()))
+            return attempt_id
+        except IntegrityError:  # the primary key says someone committed first
+            winner = self.commit_for(dag_id, run_id, unit_key)
+            assert winner is not None, "a commit row vanished; commits are never deleted"
+            return winner.winner_attempt
+
+    def commit_for(self, dag_id: str, run_id: str, unit_key: str) -> CommitRecord | None:
+        with self._read() as session:
+            row = session.get(Commit, (dag_id, run_id, unit_key))
+            return None if row is None else _commit_record(row)
+
+    def commits(self, dag_id: str, run_id: str) -> list[CommitRecord]:
+        query = _filtered(select(Commit), Commit, dag_id=dag_id, run_id=run_id).order_by(
+            Commit.committed_at, Commit.unit_key)
+        with self._read() as session:
+            return [_commit_record(row) for row in session.scalars(query)]
+
+    # ----------------------------------------------------------------------------- blocklist
+
+    def block(self, job_id: str, host: str, expires_at: float, reason: str = "") -> BlockRecord:
+        """Block `host` for `job_id` until `expires_at` (epoch s); a later existing expiry wins."""
+
+        def upsert() -> BlockRecord:
+            with self._write() as session:
+                row = session.get(BlockEntry, (job_id, host), with_for_update=True)
+                if row is None:
+                    row = BlockEntry(job_id=job_id, host=host, expires_at=float(expires_at), reason=reason,
+                                     added_at=self._clock())
+                    session.add(row)
+                elif row.expires_at < expires_at:
+                    row.expires_at = float(expires_at)
+                    row.reason = reason
+                return _block_record(row)
+
+        return _once_more_on(upsert, IntegrityError)
+
+    def unblock(self, job_id: str, host: str) -> bool:
+        """Lift an entry before it expires; True when there was one."""
+        with self._write() as session:
+            result = session.execute(delete(BlockEntry).where(BlockEntry.job_id == job_id, BlockEntry.host == host))
+            return result.rowcount > 0
+
+    def active_blocks(self, now: float | None = None, *, job_id: str | None = None) -> list[BlockRecord]:
+        """Entries not yet expired at `now` (default: the store's clock), soonest expiry first."""
+        moment = self._clock() if now is None else now
+        query = _filtered(select(BlockEntry), BlockEntry, job_id=job_id).where(BlockEntry.expires_at > moment)
+        query = query.order_by(BlockEntry.expires_at, BlockEntry.job_id, BlockEntry.host)
+        with self._read() as session:
+            return [_block_record(row) for row in session.scalars(query)]
+
+    def purge_expired(self, now: float | None = None) -> int:
+        """Delete entries expired at `now`; returns how many."""
+        moment = self._clock() if now is None else now
+        with self._write() as session:
+            return session.execute(delete(BlockEntry).where(BlockEntry.expires_at <= moment)).rowcount
+
+    # ----------------------------------------------------------------------------- metrics
+
+    def record_metric(self, dag_id: str, run_id: str, task_id: str, name: str, value: float, *,
+                      labels: Mapping[str, Any] | None = None, recorded_at: float | None = None) -> MetricRecord:
+        row = self._metric_row(dag_id, run_id, task_id, name, value, labels, recorded_at)
+        with self._write() as session:
+            session.add(row)
+            return _metric_record(row)
+
+    def record_metrics(self, dag_id: str, run_id: str, task_id: str, values: Mapping[str, float], *,
+                       labels: Mapping[str, Any] | None = None, recorded_at: float | None = None) -> int:
+        """Several named values of one task at one moment, in one transaction; returns how many."""
+        moment = self._clock() if recorded_at is None else recorded_at
+        rows = [self._metric_row(dag_id, run_id, task_id, name, value, labels, moment)
+                for name, value in values.items()]
+        with self._write() as session:
+            session.add_all(rows)
+        return len(rows)
+
+    def metrics(self, dag_id: str, run_id: str, task_id: str | None = None,
+                name: str | None = None) -> list[MetricRecord]:
+        """Samples in time order (ties in insertion order)."""
+        query = _filtered(select(Metric), Metric, dag_id=dag_id, run_id=run_id, task_id=task_id, name=name)
+        with self._read() as session:
+            rows = session.scalars(query.order_by(Metric.recorded_at, Metric.id))
+            return [_metric_record(row) for row in rows]
+
+    def latest_metrics(self, dag_id: str, run_id: str) -> dict[tuple[str, str], MetricRecord]:
+        """The newest sample of each (task_id, name) series of a DAG run."""
+        rank = func.row_number().over(partition_by=(Metric.task_id, Metric.name),
+                                      order_by=(Metric.recorded_at.desc(), Metric.id.desc()))
+        ranked = select(Metric, rank.label("rank")).where(Metric.dag_id == dag_id, Metric.run_id == run_id)
+        ranked_rows = ranked.subquery()
+        newest = aliased(Metric, ranked_rows)
+        with self._read() as session:
+            rows = session.scalars(select(newest).where(ranked_rows.c.rank == 1))
+            return {(row.task_id, row.name): _metric_record(row) for row in rows}
+
+    def _metric_row(self, dag_id: str, run_id: str, task_id: str, name: str, value: float,
+                    labels: Mapping[str, Any] | None, recorded_at: float | None) -> Metric:
+        return Metric(dag_id=dag_id, run_id=run_id, task_id=task_id, name=name, value=float(value),
+                      recorded_at=self._clock() if recorded_at is None else float(recorded_at),
+                      labels=None if labels is None else dict(labels))
+
+    # ----------------------------------------------------------------------------- sessions
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._session(self._write_engine) as session:
+            yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._session(self._engine) as session:
+            yield session
+
+    @contextmanager
+    def _session(self, engine: Any) -> Iterator[Session]:
+        self.create_all()
+        try:
+            with Session(engine, expire_on_commit=False) as session, session.begin():
+                yield session
+        except OperationalError as error:
+            raise StoreError(f"regionflow's store at {self.url!r} failed: {error.orig}; {_advice(error)}") from error
+
+
+# --------------------------------------------------------------------------------- rules
+
+
+def _advice(error: OperationalError) -> str:
+    if "locked" in str(error.orig):
+        return ("another process held the write lock longer than the busy timeout; keep store "
+                "transactions short or raise busy_timeout_s")
+    return "check that the database is reachable and writable"
+
+
+def _check_schema_version(session: Session, url: str, now: float, create: bool = True) -> None:
+    found = session.get(SchemaVersion, 1)
+    if found is None:
+        if not create:
+            raise StoreError(
+                f"regionflow's store at {url!r} has its tables but no schema_version row; it was not "
+                f"created by regionflow: point regionflow at a new store URL"
+            )
+        session.add(SchemaVersion(id=1, version=SCHEMA_VERSION, created_at=now))
+    elif found.version != SCHEMA_VERSION:
+        raise StoreError(
+            f"regionflow's store at {url!r} has schema version {found.version}, but this regionflow "
+            f"uses version {SCHEMA_VERSION}; install the matching regionflow or point it at a new store URL"
+        )
+
+
+def _check_grant_transition(row: Grant, target: GrantState) -> None:
+    current = GrantState(row.state)
+    allowed = GRANT_TRANSITIONS[current]
+    if target not in allowed:
+        next_states = ", ".join(sorted(allowed)) or "none (final state)"
+        raise StateTransitionError(
+            f"grant '{row.bulk_id}' (region '{row.label}') cannot go from {current.value} to "
+            f"{target.value}; from {current.value} it may go to: {next_states}"
+        )
+
+
+def _check_requeue(row: Grant) -> None:
+    if row.state != GrantState.WAITING:
+        raise StateTransitionError(
+            f"grant '{row.bulk_id}' (region '{row.label}') cannot go from {row.state} to waiting; "
+            f"a new try of the task instance needs a new bulk id (<ti uuid>:<try number>)"
+        )
+
+
+def _check_slots_free(session: Session, row: Grant, slots: list[Slot]) -> None:
+    holders = {(host, int(index)): other for other in session.scalars(_live_grants_query())
+               for host, index in other.slots}
+    taken = [(slot, holders[slot]) for slot in slots if slot in holders]
+    if taken:
+        described = "; ".join(f"{host}[{index}] by '{other.bulk_id}' (region '{other.label}')"
+                              for (host, index), other in taken)
+        raise SlotConflictError(
+            f"grant '{row.bulk_id}' (region '{row.label}') names slots that live grants hold: {described}; "
+            f"release those grants first (two executors on one store would also cause this)"
+        )
+
+
+def _normalized_slots(bulk_id: str, slots: Iterable[Sequence[Any]]) -> list[Slot]:
+    pairs = [(str(host), int(index)) for host, index in slots]
+    if not pairs:
+        raise StoreError(f"grant '{bulk_id}' has no slots; a grant gives a region at least one slot")
+    if len(set(pairs)) != len(pairs):
+        raise StoreError(f"grant '{bulk_id}' names a slot twice: {pairs}; each request needs its own slot")
+    return pairs
+
+
+def _attempt_end_state(attempt_id: str, state: str) -> AttemptState:
+    try:
+        target = AttemptState(state)
+    except ValueError:
+        target = None
+    if target not in ATTEMPT_END_STATES:
+        valid = ", ".join(sorted(ATTEMPT_END_STATES))
+        raise StoreError(f"attempt '{attempt_id}' cannot end as {state!r}; an attempt ends as one of: {valid}")
+    return target
+
+
+# --------------------------------------------------------------------------------- queries
+
+
+def _live_grants_query() -> Select[tuple[Grant]]:
+    return select(Grant).where(Grant.state == GrantState.GRANTED.value).order_by(Grant.granted_at, Grant.id)
+
+
+def _filtered(query: Select[Any], model: type[Base], **equal: Any) -> Select[Any]:
+    """`query` restricted to rows whose columns equal the given values; None means any."""
+    for column, value in equal.items():
+        if value is not None:
+            query = query.where(getattr(model, column) == value)
+    return query
+
+
+def _locked_grant(session: Session, bulk_id: str) -> Grant | None:
+    return session.scalar(select(Grant).where(Grant.bulk_id == bulk_id).with_for_update())
+
+
+def _existing_grant(session: Session, bulk_id: str) -> Grant:
+    row = _locked_grant(session, bulk_id)
+    if row is None:
+        raise UnknownRecordError(
+            f"no grant '{bulk_id}' in regionflow's store; record_waiting must come first"
+        )
+    return row
+
+
+def _attempt_row(session: Session, attempt_id: str, lock: bool = False) -> Attempt | None:
+    query = select(Attempt).where(Attempt.attempt_id == attempt_id)
+    return session.scalar(query.with_for_update() if lock else query)
+
+
+def _once_more_on(action: Callable[[], T], errors: type[Exception] | tuple[type[Exception], ...]) -> T:
+    """Run `action`; if it loses an insert race (`errors`), run it once more: the row now exists."""
+    try:
+        return action()
+    except errors:
+        return action()
+
+
+def _plain_request(request: Any) -> dict[str, Any]:
+    to_dict = getattr(request, "to_dict", None)
+    return dict(to_dict() if callable(to_dict) else request)
+
+
+# --------------------------------------------------------------------------------- records
+
+
+def _grant_record(row: Grant) -> GrantRecord:
+    return GrantRecord(
+        bulk_id=row.bulk_id, dag_id=row.dag_id, run_id=row.run_id, task_id=row.task_id,
+        map_index=row.map_index, try_number=row.try_number, job_id=row.job_id, label=row.label,
+        requests=tuple(dict(request) for request in row.requests), state=GrantState(row.state),
+        host=row.host, slots=tuple((host, int(index)) for host, index in row.slots), message=row.message,
+        submitted_at=row.submitted_at, granted_at=row.granted_at, released_at=row.released_at,
+    )
+
+
+def _attempt_record(row: Attempt) -> AttemptRecord:
+    return AttemptRecord(
+        attempt_id=row.attempt_id, bulk_id=row.bulk_id, dag_id=row.dag_id, run_id=row.run_id,
+        task_id=row.task_id, map_index=row.map_index, unit_key=row.unit_key, host=row.host,
+        speculative=bool(row.speculative), state=AttemptState(row.state), started_at=row.started_at,
+        ended_at=row.ended_at, input_bytes=row.input_bytes, message=row.message,
+    )
+
+
+def _commit_record(row: Commit) -> CommitRecord:
+    return CommitRecord(dag_id=row.dag_id, run_id=row.run_id, unit_key=row.unit_key,
+                        winner_attempt=row.winner_attempt, committed_at=row.committed_at)
+
+
+def _block_record(row: BlockEntry) -> BlockRecord:
+    return BlockRecord(job_id=row.job_id, host=row.host, expires_at=row.expires_at, reason=row.reason,
+                       added_at=row.added_at)
+
+
+def _metric_record(row: Metric) -> MetricRecord:
+    return MetricRecord(dag_id=row.dag_id, run_id=row.run_id, task_id=row.task_id, name=row.name,
+                        value=row.value, recorded_at=row.recorded_at,
+                        labels=None if row.labels is None else dict(row.labels))
+
+
+__all__ = ["RegionflowStore"]

@@ -1,0 +1,129 @@
+"""The store's schema: SQLAlchemy 2.0 declarative models, one table per kind of row.
+
+Only `ledger.py` touches these classes; everything else gets frozen records. Plain column types
+(strings, integers, doubles, JSON) keep the schema portable between SQLite and server databases.
+Bump SCHEMA_VERSION whenever a table changes, so a later migration can tell versions apart.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, Double, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+SCHEMA_VERSION = 1
+
+ID = 250  # Airflow's own limit for dag, task and run ids
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SchemaVersion(Base):
+    """Exactly one row (id 1): the schema version the tables were created with."""
+
+    __tablename__ = "schema_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Double)
+
+
+class Grant(Base):
+    """One slot bulk = one Airflow task instance try, from waiting to its final state."""
+
+    __tablename__ = "grants"
+    __table_args__ = (
+        Index("ix_grants_state", "state"),
+        Index("ix_grants_run", "dag_id", "run_id"),
+    )
+
+    # The integer key keeps FIFO order among bulks submitted within the same clock tick.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    bulk_id: Mapped[str] = mapped_column(String(300), unique=True)
+    dag_id: Mapped[str] = mapped_column(String(ID))
+    run_id: Mapped[str] = mapped_column(String(ID))
+    task_id: Mapped[str] = mapped_column(String(ID))
+    map_index: Mapped[int] = mapped_column(Integer)
+    try_number: Mapped[int] = mapped_column(Integer)
+    job_id: Mapped[str] = mapped_column(String(2 * ID + 1))
+    label: Mapped[str] = mapped_column(String(ID))
+    requests: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))
+    host: Mapped[str | None] = mapped_column(String(ID))
+    slots: Mapped[list[list[Any]]] = mapped_column(JSON)
+    message: Mapped[str | None] = mapped_column(Text)
+    submitted_at: Mapped[float] = mapped_column(Double)
+    granted_at: Mapped[float | None] = mapped_column(Double)
+    released_at: Mapped[float | None] = mapped_column(Double)
+
+
+class Attempt(Base):
+    """One Spark submission of a region unit (speculative copies are attempts too)."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        Index("ix_attempts_task", "dag_id", "run_id", "task_id"),
+        Index("ix_attempts_unit", "unit_key", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    attempt_id: Mapped[str] = mapped_column(String(ID), unique=True)
+    bulk_id: Mapped[str | None] = mapped_column(String(300))
+    dag_id: Mapped[str] = mapped_column(String(ID))
+    run_id: Mapped[str] = mapped_column(String(ID))
+    task_id: Mapped[str] = mapped_column(String(ID))
+    map_index: Mapped[int] = mapped_column(Integer)
+    unit_key: Mapped[str] = mapped_column(String(ID))
+    host: Mapped[str] = mapped_column(String(ID))
+    speculative: Mapped[bool] = mapped_column(Boolean)
+    state: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[float] = mapped_column(Double)
+    ended_at: Mapped[float | None] = mapped_column(Double)
+    input_bytes: Mapped[int | None] = mapped_column(BigInteger)  # bytes overflow 32 bits
+    message: Mapped[str | None] = mapped_column(Text)
+
+
+class Commit(Base):
+    """The winner of a unit's output: the primary key is what makes the first commit win."""
+
+    __tablename__ = "commits"
+
+    dag_id: Mapped[str] = mapped_column(String(ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(ID), primary_key=True)
+    unit_key: Mapped[str] = mapped_column(String(ID), primary_key=True)
+    winner_attempt: Mapped[str] = mapped_column(String(ID))
+    committed_at: Mapped[float] = mapped_column(Double)
+
+
+class BlockEntry(Base):
+    """Do not place new slots of `job_id` on `host` before `expires_at`."""
+
+    __tablename__ = "block_entries"
+    __table_args__ = (Index("ix_block_entries_expiry", "expires_at"),)
+
+    job_id: Mapped[str] = mapped_column(String(2 * ID + 1), primary_key=True)
+    host: Mapped[str] = mapped_column(String(ID), primary_key=True)
+    expires_at: Mapped[float] = mapped_column(Double)
+    reason: Mapped[str] = mapped_column(Text)
+    added_at: Mapped[float] = mapped_column(Double)
+
+
+class Metric(Base):
+    """One sample of a named time series of a region task."""
+
+    __tablename__ = "metrics"
+    __table_args__ = (Index("ix_metrics_series", "dag_id", "run_id", "task_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(String(ID))
+    run_id: Mapped[str] = mapped_column(String(ID))
+    task_id: Mapped[str] = mapped_column(String(ID))
+    name: Mapped[str] = mapped_column(String(ID))
+    value: Mapped[float] = mapped_column(Double)
+    recorded_at: Mapped[float] = mapped_column(Double)
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+__all__ = ["SCHEMA_VERSION", "Attempt", "Base", "BlockEntry", "Commit", "Grant", "Metric", "SchemaVersion"]

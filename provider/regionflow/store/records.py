@@ -1,0 +1,142 @@
+"""What the store hands out: states, their allowed transitions, and frozen plain records.
+
+Callers (the executor, task processes, the UI plugin) only ever see these records, never ORM
+objects, so nothing outside the store depends on a live session. All times are epoch seconds
+(UTC, float), the same clock in every process.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class GrantState(StrEnum):
+    WAITING = "waiting"
+    GRANTED = "granted"
+    RELEASED = "released"
+    REJECTED = "rejected"
+    LOST = "lost"
+
+
+class AttemptState(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    KILLED = "killed"
+    LOST_COMMIT = "lost_commit"
+
+
+# A released, rejected or lost grant never holds slots again: granting it twice is how one slot
+# would end up with two regions. Releasing a lost grant is allowed but keeps it "lost" (see
+# RegionflowStore.record_released).
+GRANT_TRANSITIONS: dict[GrantState, frozenset[GrantState]] = {
+    GrantState.WAITING: frozenset({GrantState.GRANTED, GrantState.REJECTED, GrantState.RELEASED}),
+    GrantState.GRANTED: frozenset({GrantState.RELEASED, GrantState.LOST}),
+    GrantState.LOST: frozenset({GrantState.RELEASED}),
+    GrantState.RELEASED: frozenset(),
+    GrantState.REJECTED: frozenset(),
+}
+
+ATTEMPT_END_STATES: frozenset[AttemptState] = frozenset(AttemptState) - {AttemptState.RUNNING}
+
+Slot = tuple[str, int]
+
+
+def job_id_for(dag_id: str, run_id: str) -> str:
+    """The slot pool's job of a DAG run. Airflow forbids '/' in dag ids, so the pair is unambiguous."""
+    return f"{dag_id}/{run_id}"
+
+
+def bulk_id_for(ti_id: str, try_number: int) -> str:
+    """The bulk of one task instance try: the TI's uuid and its try number."""
+    return f"{ti_id}:{int(try_number)}"
+
+
+@dataclass(frozen=True)
+class GrantRecord:
+    bulk_id: str
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+    job_id: str
+    label: str
+    requests: tuple[dict[str, Any], ...]
+    state: GrantState
+    host: str | None
+    slots: tuple[Slot, ...]
+    message: str | None
+    submitted_at: float
+    granted_at: float | None
+    released_at: float | None
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Distinct hosts of the grant, in order of first use (`host` is the first)."""
+        return tuple(dict.fromkeys(host for host, _ in self.slots))
+
+    @property
+    def is_live(self) -> bool:
+        return self.state is GrantState.GRANTED
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    attempt_id: str
+    bulk_id: str | None
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    unit_key: str
+    host: str
+    speculative: bool
+    state: AttemptState
+    started_at: float
+    ended_at: float | None
+    input_bytes: int | None
+    message: str | None
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.started_at
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    dag_id: str
+    run_id: str
+    unit_key: str
+    winner_attempt: str
+    committed_at: float
+
+
+@dataclass(frozen=True)
+class BlockRecord:
+    job_id: str
+    host: str
+    expires_at: float
+    reason: str
+    added_at: float
+
+    def remaining_s(self, now: float) -> float:
+        return max(0.0, self.expires_at - now)
+
+
+@dataclass(frozen=True)
+class MetricRecord:
+    dag_id: str
+    run_id: str
+    task_id: str
+    name: str
+    value: float
+    recorded_at: float
+    labels: dict[str, Any] | None
+
+
+__all__ = [
+    "ATTEMPT_END_STATES", "GRANT_TRANSITIONS", "AttemptRecord", "AttemptState", "BlockRecord",
+    "CommitRecord", "GrantRecord", "GrantState", "MetricRecord", "Slot", "bulk_id_for", "job_id_for",
+]

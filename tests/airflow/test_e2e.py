@@ -1,0 +1,107 @@
+"""The RegionExecutor end to end on a real Airflow (api-server, scheduler, dag-processor on SQLite)
+with real Spark local[k] submissions, on a 4-slot cluster. One stack for the module."""
+import os
+import shutil
+from datetime import datetime
+
+import pytest
+
+from regionflow.core.graph import load_dag_file_job
+from regionflow.core.plan import Plan
+from regionflow.embedded import EmbeddedAirflow
+from regionflow.operators.region import run_key_for
+from regionflow.spark.store import PartitionStore
+from regionflow.spark.unit import UnitLayout
+
+DAGS = os.path.join(os.path.dirname(__file__), "dags_e2e")
+MODES = ("all-blocking", "forward-pipelined-only", "pointwise-pipelined-only", "all-pipelined")
+pytestmark = pytest.mark.timeout(1200)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow")
+    dags = home / "dags"
+    shutil.copytree(DAGS, dags)
+    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data")}
+    airflow = EmbeddedAirflow(str(home), str(dags), regionflow_options=options)
+    airflow.start()
+    try:
+        yield airflow
+    finally:
+        airflow.stop()
+
+
+def run(stack, dag_id, timeout=900):
+    stack.wait_for_dag(dag_id)
+    stack.unpause(dag_id)
+    return stack.trigger(dag_id)
+
+
+def times(stack, dag_id, run_id):
+    return {(ti["task_id"], ti["map_index"]): (_at(ti["start_date"]), _at(ti["end_date"]), ti["state"])
+            for ti in stack.task_instances(dag_id, run_id)}
+
+
+def _at(value):
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def test_region_bigger_than_cluster_fails_at_once_with_the_pools_message(stack):
+    run_id = run(stack, "too_big")
+    assert stack.wait_for_run("too_big", run_id, timeout=300) == "failed"
+    (ti,) = stack.task_instances("too_big", run_id)
+    assert ti["state"] == "failed" and ti["start_date"] is None or ti["end_date"] is not None
+    log = stack.task_log("too_big", run_id, ti["task_id"], max(ti["try_number"], 1), ti["map_index"])
+    assert "needs 5 slots" in log and "4 slots" in log, log[-2000:]
+
+
+def test_two_runs_each_needing_the_whole_cluster_both_complete_oldest_first(stack):
+    first = run(stack, "whole_cluster")
+    second = stack.trigger("whole_cluster")
+    assert stack.wait_for_run("whole_cluster", first) == "success"
+    assert stack.wait_for_run("whole_cluster", second) == "success"
+    (start_1, end_1, _), = times(stack, "whole_cluster", first).values()
+    (start_2, end_2, _), = times(stack, "whole_cluster", second).values()
+    assert end_1 <= start_2, "the second run's region started while the first held the whole cluster"
+
+
+def test_big_region_starts_before_a_stream_of_one_slot_tasks_ends(stack):
+    stream_run = run(stack, "stream")
+    stack.wait_for_dag("big_after_stream")
+    stack.unpause("big_after_stream")
+    _wait_until_running(stack, "stream", stream_run)
+    big_run = stack.trigger("big_after_stream")
+    assert stack.wait_for_run("big_after_stream", big_run) == "success"
+    assert stack.wait_for_run("stream", stream_run) == "success"
+    (big_start, _, _), = times(stack, "big_after_stream", big_run).values()
+    stream_starts = [start for start, _, _ in times(stack, "stream", stream_run).values()]
+    assert big_start < max(stream_starts), "the 4-slot region waited for the whole stream"
+
+
+def _wait_until_running(stack, dag_id, run_id, timeout=120):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(ti["state"] == "running" for ti in stack.task_instances(dag_id, run_id)):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no task of {dag_id} started within {timeout} s")
+
+
+def test_example_job_gives_the_reference_checksum_in_every_mode(stack, orders_reference):
+    runs = {}
+    for mode in MODES:
+        dag_id = "orders_" + mode.replace("-", "_")
+        runs[dag_id] = run(stack, dag_id)
+    for dag_id, run_id in runs.items():
+        assert stack.wait_for_run(dag_id, run_id) == "success", dag_id
+    data_dir = stack.regionflow_options["data_dir"]
+    for dag_id, run_id in runs.items():
+        plan = Plan(load_dag_file_job(os.path.join(stack.dags_folder, "rf_modes.py"), dag_id))
+        layout = UnitLayout(plan, 1)
+        figures = layout.sink_figures(PartitionStore(data_dir, run_key_for(dag_id, run_id)), data_dir)["totals"]
+        assert (figures["rows"], figures["checksum"]) == (orders_reference["rows"], orders_reference["checksum"]), dag_id
+        region_tasks = {task_id for task_id, _ in times(stack, dag_id, run_id)}
+        assert len(region_tasks) == len(plan.region_set.logical)

@@ -1,0 +1,160 @@
+"""regionflow.transform at DAG parse time: vertex operators become region tasks (no Airflow stack)."""
+import json
+import os
+from datetime import datetime
+
+import pytest
+
+from airflow.sdk import DAG
+from airflow.providers.standard.operators.empty import EmptyOperator
+
+import regionflow
+from regionflow.cli import main
+from regionflow.config import RegionflowConfig
+from regionflow.core.errors import JobGraphError, RegionflowError
+from regionflow.examples import orders as job
+from regionflow.operators import SparkVertexOperator, broadcast, forward, hash_by, rescale, spark_vertex
+from regionflow.scheduling.hosts import Cluster
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+@pytest.fixture
+def config():
+    return RegionflowConfig.from_values(
+        lambda name: {"hosts": "h1:slots=4;h2:slots=2", "max_shards": "2"}.get(name, ""), airflow_home="/tmp/unused")
+
+
+def new_dag(dag_id="d"):
+    return DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1))
+
+
+def example(config, mode="pointwise-pipelined-only"):
+    with new_dag("orders_daily") as dag:
+        start = EmptyOperator(task_id="start")
+        orders = SparkVertexOperator(task_id="orders", parallelism=4, fn=job.generate_orders)
+        products = SparkVertexOperator(task_id="products", parallelism=1, fn=job.generate_products)
+        clean = SparkVertexOperator(task_id="clean", parallelism=4, fn=job.clean_orders)
+        enrich = SparkVertexOperator(task_id="enrich", parallelism=2, fn=job.enrich_orders)
+        totals = SparkVertexOperator(task_id="totals", parallelism=3, fn=job.total_by_customer, sink="t")
+        done = EmptyOperator(task_id="done")
+        start >> orders >> forward() >> clean >> rescale() >> enrich >> hash_by("customer_id") >> totals >> done
+        products >> broadcast() >> enrich
+    return dag, regionflow.transform(dag, mode=mode, config=config)
+
+
+def test_one_task_per_logical_region_named_after_its_vertices(config):
+    dag, result = example(config)
+    assert sorted(dag.task_ids) == ["done", "orders__clean__enrich", "products", "start", "totals"]
+    assert dag.get_task("orders__clean__enrich").upstream_task_ids == {"products", "start"}
+    assert dag.get_task("totals").upstream_task_ids == {"orders__clean__enrich"}
+    assert dag.get_task("done").upstream_task_ids == {"totals"}
+    assert not any(isinstance(t, SparkVertexOperator) for t in dag.tasks)
+    assert result.plan.mode.value == "pointwise-pipelined-only"
+
+
+def test_region_tasks_are_mapped_over_shards_and_carry_slot_requests(config):
+    dag, result = example(config)
+    totals = dag.get_task("totals")
+    settings = totals.partial_kwargs["executor_config"]["regionflow"]
+    assert len(settings["requests"]) == 2  # 3 regions in at most max_shards=2 shards
+    assert settings["labels"] == ["totals[0]", "totals[shard 1: 2 regions]"]
+    assert [len(r) for r in settings["requests"]] == [1, 2]  # shard 1 runs its 2 regions at once on a 4-slot host
+    products = dag.get_task("products")
+    assert products.executor_config["regionflow"]["requests"] == [[{"unknown": True}]]
+    assert products.weight_rule is not None and products.priority_weight == 1
+
+
+def test_plain_rshift_is_forward_for_equal_parallelism_else_rescale(config):
+    with new_dag() as dag:
+        a = SparkVertexOperator(task_id="a", parallelism=2, fn=job.generate_orders)
+        b = SparkVertexOperator(task_id="b", parallelism=2, fn=job.clean_orders)
+        c = SparkVertexOperator(task_id="c", parallelism=3, fn=job.clean_orders)
+        a >> b >> c
+    edges = {(e.src, e.dst): e.distribution.name for e in regionflow.transform(dag, config=config).plan.graph.edges}
+    assert edges == {("a", "b"): "FORWARD", ("b", "c"): "RESCALE"}
+
+
+def test_several_producers_with_one_exchange_and_the_decorator(config):
+    @spark_vertex(parallelism=2)
+    def joined(spark, inputs, ctx):
+        return inputs["a"]
+
+    with new_dag() as dag:
+        a = SparkVertexOperator(task_id="a", parallelism=2, fn=job.generate_orders)
+        b = SparkVertexOperator(task_id="b", parallelism=1, fn=job.generate_products)
+        [a, b] >> broadcast() >> joined()
+    graph = regionflow.transform(dag, mode="batch", config=config).plan.graph
+    assert {(e.src, e.dst, e.distribution.name) for e in graph.edges} == {("a", "joined", "BROADCAST"),
+                                                                         ("b", "joined", "BROADCAST")}
+
+
+def test_invalid_graph_fails_at_parse_time_naming_the_edge(config):
+    with new_dag() as dag:
+        a = SparkVertexOperator(task_id="a", parallelism=2, fn=job.generate_orders)
+        b = SparkVertexOperator(task_id="b", parallelism=3, fn=job.clean_orders)
+        a >> forward() >> b
+    with pytest.raises(JobGraphError, match="a -> b is FORWARD but the parallelisms differ"):
+        regionflow.transform(dag, config=config)
+
+
+def test_dag_without_vertices_is_refused(config):
+    with new_dag("empty") as dag:
+        EmptyOperator(task_id="x")
+    with pytest.raises(RegionflowError, match="no SparkVertexOperator"):
+        regionflow.transform(dag, config=config)
+
+
+def test_untransformed_vertex_refuses_to_run():
+    vertex = SparkVertexOperator(task_id="v", parallelism=1, fn=job.generate_orders)
+    with pytest.raises(RuntimeError, match="regionflow.transform"):
+        vertex.execute({})
+
+
+def test_invalid_graph_is_a_dag_import_error(tmp_path):
+    from airflow.dag_processing.dagbag import DagBag
+
+    (tmp_path / "bad_dag.py").write_text(
+        "from datetime import datetime\n"
+        "from airflow.sdk import DAG\n"
+        "import regionflow\n"
+        "from regionflow.examples import orders as job\n"
+        "from regionflow.operators import SparkVertexOperator, forward\n"
+        "with DAG('bad', schedule=None, start_date=datetime(2026, 1, 1)) as dag:\n"
+        "    a = SparkVertexOperator(task_id='a', parallelism=2, fn=job.generate_orders)\n"
+        "    b = SparkVertexOperator(task_id='b', parallelism=3, fn=job.clean_orders)\n"
+        "    a >> forward() >> b\n"
+        "regionflow.transform(dag)\n"
+    )
+    bag = DagBag(str(tmp_path))
+    (message,) = bag.import_errors.values()
+    assert "FORWARD but the parallelisms differ" in message
+
+
+def test_cli_plan_of_a_dag_file(capsys):
+    assert main(["plan", os.path.join(REPO, "dags", "orders_daily.py"), "--dag-id", "orders_daily",
+                 "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["mode"] == "pointwise-pipelined-only"
+    assert data["logical_regions"] == [["orders", "clean", "enrich"], ["products"], ["totals"]]
+    assert main(["plan", os.path.join(REPO, "dags", "orders_daily.py"), "--dag-id", "nope"]) == 2
+    assert "no regionflow job 'nope'" in capsys.readouterr().err
+
+
+def test_config_errors_name_the_option():
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] max_shards = 0 must be at least 1"):
+        RegionflowConfig.from_values(lambda name: {"max_shards": "0"}.get(name, ""), airflow_home="/x")
+    with pytest.raises(RegionflowError, match="spark_conf is not valid JSON"):
+        RegionflowConfig.from_values(lambda name: {"spark_conf": "{oops"}.get(name, ""), airflow_home="/x")
+    defaults = RegionflowConfig.from_values(lambda name: "", airflow_home="/home/af")
+    assert defaults.store_url == "sqlite:////home/af/regionflow.db" and defaults.max_shards == 8
+    assert defaults.cluster.total_slots == Cluster.local_default().total_slots
+
+
+def test_region_tasks_can_name_their_executor_alias(config):
+    with new_dag("hybrid") as dag:
+        EmptyOperator(task_id="plain")
+        SparkVertexOperator(task_id="v", parallelism=1, fn=job.generate_products)
+    regionflow.transform(dag, config=config, executor="regionflow")
+    assert dag.get_task("v").executor == "regionflow"
+    assert dag.get_task("plain").executor is None

@@ -1,0 +1,19 @@
+"""Session-wide fixtures shared by the Spark and Airflow end-to-end tests."""
+import pytest
+
+ORDERS = "regionflow.examples.orders:job"
+
+
+@pytest.fixture(scope="session")
+def orders_reference(tmp_path_factory):
+    """Rows and checksum of the example job's sink from one plain PySpark run (the ground truth)."""
+    from regionflow.core.graph import load_job
+    from regionflow.core.plan import Plan
+    from regionflow.scheduling.hosts import Cluster
+    from regionflow.spark.runner import RunOptions, run_reference
+
+    options = RunOptions(data_dir=str(tmp_path_factory.mktemp("reference")), cluster=Cluster.local_default(2),
+                         progress=None)
+    totals = run_reference(ORDERS, Plan(load_job(ORDERS)), options).sinks["totals"]
+    assert totals["rows"] > 0
+    return totals
