@@ -389,10 +389,13 @@ def _add_edge_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
 
 
 REGISTERED_JOBS: dict[str, JobGraph] = {}  # filled by regionflow.transform(dag) while a DAG file is imported
+_IMPORTING: list[list[str]] = []  # names registered by each DAG file import in progress
 
 
 def register_job(graph: JobGraph) -> None:
     REGISTERED_JOBS[graph.name] = graph
+    if _IMPORTING:
+        _IMPORTING[-1].append(graph.name)
 
 
 def load_job(reference: str) -> JobGraph:
@@ -422,11 +425,11 @@ def load_dag_file_job(path: str, name: str | None = None) -> JobGraph:
         raise SpecError(f"DAG file {path!r} does not exist")
     absolute = os.path.abspath(path)
     module_name = "regionflow_dagfile_" + hashlib.sha1(absolute.encode()).hexdigest()[:12]
-    before = set(REGISTERED_JOBS)
     if module_name not in sys.modules:
         spec = importlib.util.spec_from_file_location(module_name, absolute)
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
+        _IMPORTING.append([])
         try:
             spec.loader.exec_module(module)
         except RegionflowError:
@@ -435,7 +438,9 @@ def load_dag_file_job(path: str, name: str | None = None) -> JobGraph:
         except Exception as error:
             del sys.modules[module_name]
             raise SpecError(f"importing DAG file {path!r} failed: {type(error).__name__}: {error}") from error
-        module.__regionflow_jobs__ = sorted(set(REGISTERED_JOBS) - before)
+        finally:
+            registered = _IMPORTING.pop()
+        module.__regionflow_jobs__ = sorted(set(registered))
     found = sys.modules[module_name].__regionflow_jobs__
     if name is None:
         if len(found) != 1:
