@@ -31,7 +31,7 @@ class Region:
 
     def __init__(self, index: int, members: list[int], logical: int) -> None:
         self.index = index
-        self.members = members  # sorted global subtask ids
+        self.members = members  # sorted global subtask ids (a list, or a range for a whole region)
         self.logical = logical
         # blocking groups read from outside: (group index, whether this region also produces into it);
         # a shared empty tuple until the first one, as most regions of a large job read one group or none
@@ -184,11 +184,14 @@ def _singleton_regions(topology, vertex, root, region_of, member_lists, region_l
 
 def _whole_region(topology, vertices, root, region_of, member_lists, region_logical) -> None:
     index = len(member_lists)
-    members: list[int] = []
-    for vertex in sorted(vertices):
+    ordered = sorted(vertices)
+    for vertex in ordered:
         lo, hi = topology.offsets[vertex], topology.offsets[vertex + 1]
         region_of[lo:hi] = [index] * (hi - lo)
-        members.extend(range(lo, hi))
+    if ordered[-1] - ordered[0] == len(ordered) - 1:  # consecutive vertices: their ids form one range
+        members = range(topology.offsets[ordered[0]], topology.offsets[ordered[-1] + 1])
+    else:
+        members = [s for vertex in ordered for s in range(topology.offsets[vertex], topology.offsets[vertex + 1])]
     member_lists.append(members)
     region_logical.append(root)
 
