@@ -72,8 +72,12 @@ class Plan:
     # ---- names ------------------------------------------------------------------------------------
 
     def logical_region_name(self, logical: int) -> str:
+        return self._logical_names[logical]
+
+    @cached_property
+    def _logical_names(self) -> list[str]:
         names = self.topology.vertex_names
-        return "+".join(names[v] for v in self.region_set.logical[logical].vertices)
+        return ["+".join(names[v] for v in logical.vertices) for logical in self.region_set.logical]
 
     def region_name(self, region: Region) -> str:
         """``<logical name>[k]``: the k-th execution region of its logical region."""
