@@ -45,6 +45,7 @@ from urllib.parse import quote
 import httpx
 
 from .core.errors import RegionflowError
+from .spark.submit import live_processes
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_EXECUTOR = "regionflow.executors.RegionExecutor"
@@ -716,23 +717,16 @@ def _log_line(event: Any) -> str:
 
 
 def _process_table(tag: str) -> dict[int, _ProcessInfo]:
-    """Every live (non-zombie) process of this user from /proc, and whether it carries `tag`."""
+    """Every live (non-zombie) process of this user, and whether it carries `tag`."""
     marker = f"{STACK_TAG_VARIABLE}={tag}".encode()
     table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid, parent, group in live_processes():
         try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
-                stat = handle.read()
-            fields = stat[stat.rfind(")") + 2:].split()
-            if fields[0] == "Z":
-                continue
-            with open(f"/proc/{entry}/environ", "rb") as handle:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
                 tagged = marker in handle.read().split(b"\0")
-        except (OSError, IndexError):
+        except OSError:
             continue
-        table[int(entry)] = _ProcessInfo(int(entry), int(fields[1]), int(fields[2]), tagged)
+        table[pid] = _ProcessInfo(pid, parent, group, tagged)
     return table
 
 

@@ -13,6 +13,7 @@ from typing import Callable
 
 from ..core.graph import JobGraph
 from ..core.plan import Plan
+from ..core.regions import _find, _union  # the same union-find, fed one edge object at a time
 from ..core.topology import gc_paused, pointwise_producers
 
 
@@ -63,19 +64,6 @@ def _naive_edges(n_src: int, n_dst: int, pointwise: bool) -> list[_NaiveExecutio
     if pointwise:
         return [_NaiveExecutionEdge(p, c) for c in range(n_dst) for p in range(*pointwise_producers(c, n_src, n_dst))]
     return [_NaiveExecutionEdge(p, c) for c in range(n_dst) for p in range(n_src)]
-
-
-def _find(parent: list[int], node: int) -> int:
-    while parent[node] != node:
-        parent[node] = parent[parent[node]]
-        node = parent[node]
-    return node
-
-
-def _union(parent: list[int], a: int, b: int) -> None:
-    ra, rb = _find(parent, a), _find(parent, b)
-    if ra != rb:
-        parent[max(ra, rb)] = min(ra, rb)
 
 
 def measure(build: Callable[[], object], repeats: int) -> tuple[float, float]:

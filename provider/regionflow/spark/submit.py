@@ -475,9 +475,8 @@ def _write_zip(target: str, members: list[tuple[str, bytes]]) -> None:
 # ---- processes ---------------------------------------------------------------------------------
 
 
-def process_group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of process group `pgid`, read from /proc."""
-    members = []
+def live_processes() -> Iterator[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every live (non-zombie) process, read from /proc."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -486,10 +485,14 @@ def process_group_members(pgid: int) -> list[int]:
                 stat = handle.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry))
-    return members
+        fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
+        if len(fields) > 2 and fields[0] != "Z":
+            yield int(entry), int(fields[1]), int(fields[2])
+
+
+def process_group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group `pgid`."""
+    return [pid for pid, _, group in live_processes() if group == pgid]
 
 
 def terminate_process_group(pgid: int, grace_seconds: float = DEFAULT_KILL_GRACE_SECONDS) -> bool:
