@@ -11,11 +11,13 @@ __version__ = "0.1.0"
 PACKAGE_NAME = "airflow-provider-regionflow"
 
 
-def transform(dag, mode=None, max_shards=None, config=None, executor=None):
+def transform(dag, mode=None, max_shards=None, config=None, executor=None, speculation=False,
+              speculation_config=None):
     """Compile the DAG's SparkVertexOperators into pipelined-region tasks (see regionflow.transformer)."""
     from .transformer import transform as _transform
 
-    return _transform(dag, mode=mode, max_shards=max_shards, config=config, executor=executor)
+    return _transform(dag, mode=mode, max_shards=max_shards, config=config, executor=executor,
+                      speculation=speculation, speculation_config=speculation_config)
 
 
 def get_provider_info() -> dict:

@@ -44,7 +44,95 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate(commands)
     _add_run(commands)
     _add_bench(commands)
+    _add_status(commands)
     return parser
+
+
+# ---- status ---------------------------------------------------------------------------------------
+
+
+def _add_status(commands) -> None:
+    status = commands.add_parser("status", help="attempts, speculation metrics and blocklist of one DAG run")
+    status.add_argument("dag_id")
+    status.add_argument("run_id")
+    status.add_argument("--store-url", default=None,
+                        help="regionflow's store (default: $AIRFLOW__REGIONFLOW__STORE_URL, else "
+                             "sqlite:///$AIRFLOW_HOME/regionflow.db)")
+    status.add_argument("--format", choices=("text", "json"), default="text")
+    status.set_defaults(handler=run_status)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from .store import RegionflowStore
+
+    url = args.store_url or os.environ.get("AIRFLOW__REGIONFLOW__STORE_URL") or None
+    store = RegionflowStore.from_config(url)
+    data = run_status_data(store, args.dag_id, args.run_id)
+    if not data["tasks"]:
+        raise RegionflowError(f"regionflow's store at {store.url!r} has nothing for DAG {args.dag_id!r} run "
+                              f"{args.run_id!r}; check the ids (and --store-url)")
+    print(json.dumps(data, indent=2) if args.format == "json" else status_text(data))
+    return 0
+
+
+def status_text(data: dict[str, Any]) -> str:
+    lines = [f"DAG {data['dag_id']} run {data['run_id']}"]
+    for task_id, task in sorted(data["tasks"].items()):
+        lines.append(f"{task_id}:")
+        if task["metrics"]:
+            lines.append("  metrics:")
+            lines += [f"    {name} = {value:g}" for name, value in sorted(task["metrics"].items())]
+        if task["attempts"]:
+            lines.append("  attempts:")
+            for a in sorted(task["attempts"], key=lambda a: (a["shard"], a["attempt"])):
+                duration = "" if a["duration_s"] is None else f" {a['duration_s']:.1f} s"
+                lines.append(f"    [{a['shard']}] {a['attempt']} on {a['host']}: {a['state']}{duration}"
+                             f"{' speculative' if a['speculative'] else ''}{' WINNER' if a['winner'] else ''}")
+        for c in task["copies"]:
+            lines.append(f"  copy request {c['request']} for shard {c['shard']}: {c['state']}"
+                         f"{'' if not c['attempt'] else ' as ' + c['attempt'] + ' on ' + str(c['host'])}"
+                         f" (avoiding {', '.join(c['excluded_hosts']) or 'none'})"
+                         f"{'' if not c['message'] else ': ' + c['message']}")
+    if data["blocklist"]:
+        lines.append("blocklist:")
+        lines += [f"  {b['host']} for {b['expires_in_s']:g} s more ({b['reason']})" for b in data["blocklist"]]
+    return "\n".join(lines)
+
+
+def run_status_data(store: Any, dag_id: str, run_id: str) -> dict[str, Any]:
+    """Per region task: its speculation metrics (newest values), attempts and copy requests."""
+    from .scheduling.speculation import METRIC_PREFIX
+    from .store import job_id_for
+
+    winners = {c.unit_key: c.winner_attempt for c in store.commits(dag_id, run_id)}
+    tasks: dict[str, dict[str, Any]] = {}
+
+    def entry(task_id: str) -> dict[str, Any]:
+        return tasks.setdefault(task_id, {"metrics": {}, "attempts": [], "copies": []})
+
+    for (task_id, name), record in sorted(store.latest_metrics(dag_id, run_id).items()):
+        short = name[len(METRIC_PREFIX):] if name.startswith(METRIC_PREFIX) else name
+        entry(task_id)["metrics"][short] = record.value
+    for attempt in store.attempts(dag_id, run_id):
+        entry(attempt.task_id)["attempts"].append({
+            "shard": max(attempt.map_index, 0), "attempt": attempt.attempt_id, "host": attempt.host,
+            "state": attempt.state.value, "speculative": attempt.speculative,
+            "winner": winners.get(attempt.unit_key) == attempt.attempt_id,
+            "duration_s": None if attempt.duration_s is None else round(attempt.duration_s, 3)})
+    for copy in store.copy_requests(dag_id, run_id):
+        entry(copy.task_id)["copies"].append({
+            "request": copy.request_id, "shard": copy.map_index, "state": copy.state.value,
+            "attempt": copy.attempt_id, "host": copy.host, "excluded_hosts": list(copy.excluded_hosts),
+            "message": copy.message})
+    blocked = [{"host": b.host, "expires_in_s": round(b.remaining_s(_now()), 1), "reason": b.reason}
+               for b in store.active_blocks(job_id=job_id_for(dag_id, run_id))]
+    return {"dag_id": dag_id, "run_id": run_id, "tasks": tasks, "blocklist": blocked}
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
 
 
 # ---- plan -----------------------------------------------------------------------------------------

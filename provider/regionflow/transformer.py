@@ -7,11 +7,17 @@ import errors), and rewrites the DAG: the vertex operators go, and each logical 
 Blocking edges between logical regions become Airflow dependencies; tasks the user linked to a
 vertex are linked to its region task. Each region task carries its slot request in
 ``executor_config["regionflow"]`` for the RegionExecutor's FIFO bulk pool.
+
+With ``speculation`` on (per DAG here, per vertex with ``SparkVertexOperator(speculation=...)``), every
+eligible mapped region task gets a `SpeculationSensor` task ``<region task id>__speculation`` with the
+same upstream tasks and no downstream. Every sink writes through regionflow's committer, so sinks do
+not make a region ineligible; a vertex with speculation off does. A region with a single shard has no
+siblings to compare with, so it gets no sensor. Invalid settings raise at parse time naming the option.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from .config import RegionflowConfig
 from .core.errors import JobGraphError
@@ -20,6 +26,8 @@ from .core.modes import ExchangeMode
 from .core.plan import Plan
 from .operators.region import RegionOperator
 from .operators.vertex import SparkVertexOperator
+from .scheduling.speculation import SpeculationConfig, SpeculationPolicy, parse_switch
+from .sensors.speculation import SpeculationSensor, speculation_task_id
 from .spark.unit import UnitLayout
 
 EXECUTOR_CONFIG_KEY = "regionflow"
@@ -30,12 +38,21 @@ class TransformResult:
     plan: Plan
     layout: UnitLayout
     region_tasks: dict[int, Any]  # logical region index -> task (or mapped task)
+    speculation: dict[int, SpeculationPolicy] = field(default_factory=dict)  # logical region -> policy
+    speculation_tasks: dict[int, Any] = field(default_factory=dict)  # logical region -> its sensor task
 
 
 def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | None = None,
-              config: RegionflowConfig | None = None, executor: str | None = None) -> TransformResult:
+              config: RegionflowConfig | None = None, executor: str | None = None,
+              speculation: bool | str = False,
+              speculation_config: SpeculationConfig | Mapping[str, Any] | None = None) -> TransformResult:
     """`executor`: the executor alias for the region tasks when regionflow is one of several
-    executors (``[core] executor = LocalExecutor,regionflow:regionflow.executors.RegionExecutor``)."""
+    executors (``[core] executor = LocalExecutor,regionflow:regionflow.executors.RegionExecutor``).
+    `speculation`: on/off for the DAG (vertices may override); `speculation_config`: the detector's
+    settings (quantile, multiplier, min_runtime, interval, max_attempts, weight_by_input)."""
+    dag_speculation = parse_switch(speculation, "(transform speculation=)")
+    spec_config = speculation_config if isinstance(speculation_config, SpeculationConfig) else \
+        SpeculationConfig.from_mapping(speculation_config or {})
     config = config or RegionflowConfig.from_airflow()
     vertices = [task for task in dag.tasks if isinstance(task, SparkVertexOperator)]
     if not vertices:
@@ -51,8 +68,43 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
                     for logical in plan.region_set.logical}
     _wire_regions(plan, region_tasks)
     _wire_outside(plan, region_tasks, outside_links)
+    flags = {vertex.task_id: vertex.speculation for vertex in vertices}
+    policies, sensors = _speculation_tasks(dag, plan, layout, region_tasks, flags, dag_speculation, spec_config,
+                                           config, shards_limit, executor)
     register_job(graph)
-    return TransformResult(plan, layout, region_tasks)
+    return TransformResult(plan, layout, region_tasks, policies, sensors)
+
+
+def _speculation_tasks(dag, plan: Plan, layout: UnitLayout, region_tasks: dict[int, Any],
+                       flags: dict[str, bool | None], dag_flag: bool, spec_config: SpeculationConfig,
+                       config: RegionflowConfig, shards_limit: int, executor: str | None):
+    policies: dict[int, SpeculationPolicy] = {}
+    sensors: dict[int, Any] = {}
+    names = plan.topology.vertex_names
+    for logical in plan.region_set.logical:
+        members = {names[v]: flags.get(names[v]) for v in logical.vertices}
+        # every sink is written through regionflow's SinkCommitter (first commit wins)
+        policy = SpeculationPolicy.for_region(members, dag_flag, True, spec_config)
+        units = layout.units_of_logical(logical.index)
+        if policy.enabled and len(units) < 2:
+            policy = SpeculationPolicy.off("the region has a single shard: no siblings to compare with")
+        policies[logical.index] = policy
+        if not policy.enabled:
+            continue
+        region_task = region_tasks[logical.index]
+        settings = region_task.partial_kwargs["executor_config"][EXECUTOR_CONFIG_KEY]
+        arguments = dict(task_id=speculation_task_id(region_task.task_id), dag=dag,
+                         region_task_id=region_task.task_id, total_shards=len(units), mode=plan.mode.value,
+                         logical=logical.index, max_shards=shards_limit, shard_requests=settings["requests"],
+                         shard_labels=settings["labels"], speculation=spec_config,
+                         executor_config={EXECUTOR_CONFIG_KEY: {"no_slots": True}})
+        if executor:
+            arguments["executor"] = executor
+        sensor = SpeculationSensor(**arguments)
+        for upstream in sorted(region_task.upstream_task_ids):
+            dag.get_task(upstream) >> sensor
+        sensors[logical.index] = sensor
+    return policies, sensors
 
 
 def job_graph_of(dag_id: str, vertices: list[SparkVertexOperator], mode: ExchangeMode) -> JobGraph:

@@ -103,7 +103,7 @@ def test_a_store_from_another_schema_version_is_refused(store, db_path):
     store.create_all()
     with sqlite3.connect(db_path) as raw:
         raw.execute("UPDATE schema_version SET version = 99")
-    with pytest.raises(StoreError, match="schema version 99.*uses version 1"):
+    with pytest.raises(StoreError, match=f"schema version 99.*uses version {SCHEMA_VERSION}"):
         RegionflowStore(f"sqlite:///{db_path}").grants()
 
 
@@ -113,6 +113,32 @@ def test_sqlite_connections_use_wal_and_a_busy_timeout(store, db_path):
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
         assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert connection.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+
+
+class LockedThenWal:
+    """A cursor whose first switches to WAL hit the lock, as when processes open a fresh file together."""
+
+    def __init__(self, locked_times: int, final_mode: str = "wal") -> None:
+        self.locked_times, self.final_mode = locked_times, final_mode
+
+    def execute(self, sql: str) -> "LockedThenWal":
+        if self.locked_times:
+            self.locked_times -= 1
+            raise sqlite3.OperationalError("database is locked")
+        return self
+
+    def fetchone(self) -> tuple[str]:
+        return (self.final_mode,)
+
+
+def test_switching_a_fresh_file_to_wal_waits_out_the_lock():
+    from regionflow.store.engine import _ensure_wal
+
+    _ensure_wal(LockedThenWal(locked_times=3), deadline=float("inf"))
+    with pytest.raises(sqlite3.OperationalError, match="WAL journal mode.*stays locked"):
+        _ensure_wal(LockedThenWal(locked_times=10**6), deadline=0.0)
+    with pytest.raises(sqlite3.OperationalError, match="stays delete"):
+        _ensure_wal(LockedThenWal(locked_times=0, final_mode="delete"), deadline=0.0)
 
 
 def test_a_missing_directory_is_a_clear_error(tmp_path):

@@ -13,11 +13,28 @@ re-minted when the workload is released; LocalExecutor never fills ``self.runnin
 tracks its own running work. Grants live in regionflow's store: after a scheduler restart the ledger
 is rebuilt from it (slots of task instances still running stay taken until they end), so no slot is
 granted twice. Task logs are read from local files; the worker log server (0.0.0.0:8793) is off.
+
+Speculative copies (see `regionflow.sensors.speculation`): the execution API refuses to start a task
+instance that is not QUEUED, so a copy is not an Airflow task instance. The speculation sensor writes
+a copy request into the store; `sync()` takes pending requests, and each becomes a bulk
+``copy:<request id>`` in the same FIFO pool (no jumping the queue). Placement: the store's blocklist
+entries are mirrored into the pool every sync (the slow host is blocked for the whole DAG run), and
+the copy's bulk runs under a job of its own (``<job>#copy:<id>``) on which every host of the request's
+exclusion list and of the shard's live attempts is blocked. Blocking those hosts for the copy's own job
+keeps the per-shard rule ("never on the host of another live attempt of the same shard") from
+blocking the whole run's other regions off a host that is only busy with that shard. A granted copy
+runs in a thread of this process as a Spark submission with a fresh attempt id (``spec<n>-<hex>``)
+under a commit watcher; its bulk is released when it ends. A failed copy only marks its request
+failed: the shard goes on with its original attempt. Sensor tasks ask for no slot
+(``executor_config["regionflow"]["no_slots"]``) and go straight to the workers.
 """
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import time
+import uuid
 from typing import Any, Sequence
 
 from airflow.executors.local_executor import LocalExecutor
@@ -30,12 +47,18 @@ from ..operators.region import bulk_id_for
 from ..scheduling.capacity import SlotRef
 from ..scheduling.errors import SchedulingError, UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
-from ..store import RegionflowStore
+from ..spark.store import PartitionStore
+from ..spark.task import UnitTask
+from ..spark.unit import unit_submission
+from ..spark.watch import CommitWatcher, settle
+from ..store import CopyRequestRecord, CopyState, RegionflowStore, StoreError
 from ..transformer import EXECUTOR_CONFIG_KEY
 
 FINISHED_STATES = {TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.UPSTREAM_FAILED,
                    TaskInstanceState.SKIPPED, TaskInstanceState.REMOVED}
 ADOPTED_CHECK_INTERVAL_S = 5.0
+COPY_EXCLUSION_S = 7 * 24 * 3600.0  # lifted explicitly when the copy ends
+COPY_PREFIX = "copy:"
 
 
 class RegionExecutor(LocalExecutor):
@@ -52,6 +75,13 @@ class RegionExecutor(LocalExecutor):
         self.adopted: dict[str, str] = {}  # bulk id -> task instance id, granted before a restart
         self._noticed_jobs: set[str] = set()
         self._adopted_checked = 0.0
+        # speculative copies
+        self.copies_waiting: dict[str, CopyRequestRecord] = {}  # bulk id -> request waiting for slots
+        self.copies_running: dict[str, threading.Thread] = {}  # bulk id -> thread running the copy
+        self._copy_done: queue.Queue[str] = queue.Queue()  # bulk ids whose copy ended (from threads)
+        self._mirrored_blocks: dict[tuple[str, str], float] = {}  # (job, host) -> store expiry mirrored
+        self._copy_sequence = 0
+        self._slotless_runs: dict[Any, int] = {}  # key -> runs of a slot-less task not yet reported
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -84,6 +114,18 @@ class RegionExecutor(LocalExecutor):
             super()._process_workloads(others)
 
     def _admit(self, workload: ExecuteTask) -> None:
+        if self._runs_without_slots(workload):  # speculation sensors: a few store reads per poke
+            # A reschedule-mode sensor comes back with the same key (same try) for every poke. On a busy
+            # box the worker's result of poke n can reach sync() after the scheduler queued poke n+1;
+            # reported then, Airflow sees "success" for a QUEUED task instance and fails it (state
+            # changed externally). Count the runs handed out per key and report only the last one.
+            self._slotless_runs[workload.key] = self._slotless_runs.get(workload.key, 0) + 1
+            self.running.add(workload.key)
+            self.activity_queue.put(workload)
+            with self._unread_messages:
+                self._unread_messages.value += 1
+            self._check_workers()
+            return
         bulk = self._bulk_for(workload)
         self.store.record_waiting(**_grant_fields(workload, bulk))
         try:
@@ -93,6 +135,10 @@ class RegionExecutor(LocalExecutor):
             return
         self.held[bulk.bulk_id] = workload
         self._start(grants)
+
+    def _runs_without_slots(self, workload: ExecuteTask) -> bool:
+        settings = (workload.ti.executor_config or {}).get(EXECUTOR_CONFIG_KEY) or {}
+        return bool(settings.get("no_slots"))
 
     def _bulk_for(self, workload: ExecuteTask) -> Bulk:
         ti = workload.ti
@@ -110,6 +156,9 @@ class RegionExecutor(LocalExecutor):
         """Hand granted workloads to LocalExecutor's workers."""
         started = 0
         for grant in grants:
+            if grant.bulk_id in self.copies_waiting:
+                self._launch_copy(grant)
+                continue
             workload = self.held.pop(grant.bulk_id, None)
             if workload is None:
                 continue
@@ -132,6 +181,13 @@ class RegionExecutor(LocalExecutor):
     # ---- results ----------------------------------------------------------------------------------
 
     def change_state(self, key: Any, state: Any, info: Any = None, remove_running: bool = True) -> None:
+        if key in self._slotless_runs and state in FINISHED_STATES:
+            left = self._slotless_runs[key] - 1
+            if left > 0:  # the result of an earlier poke; a newer one of the same key is out
+                self._slotless_runs[key] = left
+                self.log.info("RegionExecutor: late %s result of an earlier run of %s ignored", state, key)
+                return
+            del self._slotless_runs[key]
         super().change_state(key, state, info, remove_running)
         if state in FINISHED_STATES and key in self.granted:
             self._release(self.granted.pop(key))
@@ -142,6 +198,9 @@ class RegionExecutor(LocalExecutor):
 
     def sync(self) -> None:
         super().sync()
+        self._finish_copies()
+        self._mirror_blocklist()
+        self._take_copy_requests()
         self._start(self.pool.poll())  # blocklist entries that expired
         self._notice_starving_jobs()
         self._check_adopted()
@@ -152,11 +211,193 @@ class RegionExecutor(LocalExecutor):
                 self._noticed_jobs.add(notice.job_id)
                 self.log.warning("RegionExecutor: not enough resources: %s", notice.message)
 
+    # ---- speculative copies -----------------------------------------------------------------------
+
+    def _mirror_blocklist(self) -> None:
+        """Copy the store's live (job, host) entries (written by speculation sensors) into the pool."""
+        try:
+            entries = self.store.active_blocks()
+        except StoreError as error:
+            self.log.warning("RegionExecutor: cannot read the blocklist: %s", error)
+            return
+        now = time.time()
+        for entry in entries:
+            key = (entry.job_id, entry.host)
+            if self._mirrored_blocks.get(key, 0.0) >= entry.expires_at:
+                continue
+            self._mirrored_blocks[key] = entry.expires_at
+            self.pool.block(entry.job_id, entry.host, max(0.001, entry.expires_at - now))
+            self.log.info("RegionExecutor: host %s blocklisted for %s for %.0f s (%s)", entry.host, entry.job_id,
+                          entry.expires_at - now, entry.reason)
+        for key, expires_at in list(self._mirrored_blocks.items()):
+            if expires_at <= now:
+                del self._mirrored_blocks[key]
+
+    def _take_copy_requests(self) -> None:
+        for bulk_id, request in list(self.copies_waiting.items()):
+            current = self.store.copy_request(request.request_id)
+            if current is None or current.state is not CopyState.PENDING:
+                self._withdraw_copy(bulk_id, f"copy request is {current.state.value if current else 'gone'}")
+        for request in self.store.pending_copy_requests():
+            if request.bulk_id in self.copies_waiting or request.bulk_id in self.copies_running:
+                continue
+            self._submit_copy(request)
+
+    def _submit_copy(self, request: CopyRequestRecord) -> None:
+        bulk_id = request.bulk_id
+        copy_job = f"{request.job_id}#{bulk_id}"
+        requests = tuple(ResourceProfile.from_dict(p) for p in request.requests) or (UNKNOWN,)
+        bulk = Bulk(bulk_id, copy_job, request.label, requests)
+        excluded = set(request.excluded_hosts)
+        excluded |= {a.host for a in self.store.live_attempts(request.unit_key, dag_id=request.dag_id,
+                                                                 run_id=request.run_id)}
+        excluded |= {entry.host for entry in self.store.active_blocks(job_id=request.job_id)}
+        if all(host.name in excluded for host in self.rf_config.cluster):
+            message = (f"every host ({', '.join(sorted(excluded))}) runs an attempt of the shard or is blocklisted; "
+                       f"a copy needs another host")
+            self.log.warning("RegionExecutor: speculative copy %s not run: %s", bulk_id, message)
+            self._mark_copy(request.request_id, CopyState.FAILED, message=message)
+            return
+        for host in sorted(excluded):
+            self.pool.block(copy_job, host, COPY_EXCLUSION_S)
+        self.store.record_waiting(bulk_id, dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
+                                  try_number=0, label=request.label, requests=[p.to_dict() for p in requests],
+                                  map_index=request.map_index, job_id=request.job_id)
+        self.copies_waiting[bulk_id] = request
+        self.log.info("RegionExecutor: speculative copy %s of %s[%d] waits for slots, avoiding host(s) %s",
+                      bulk_id, request.task_id, request.map_index, ", ".join(sorted(excluded)) or "none")
+        try:
+            grants = self.pool.submit(bulk)
+        except UnfulfillableBulk as rejection:
+            self.copies_waiting.pop(bulk_id, None)
+            self._unblock_copy_job(copy_job)
+            self.store.record_rejected(bulk_id, str(rejection))
+            self._mark_copy(request.request_id, CopyState.FAILED, message=str(rejection))
+            return
+        self._start(grants)
+
+    def _withdraw_copy(self, bulk_id: str, why: str) -> None:
+        request = self.copies_waiting.pop(bulk_id)
+        self._start(self.pool.cancel(bulk_id))
+        self._unblock_copy_job(f"{request.job_id}#{bulk_id}")
+        self.store.record_released(bulk_id)
+        self.log.info("RegionExecutor: speculative copy %s withdrawn: %s", bulk_id, why)
+
+    def _launch_copy(self, grant: Grant) -> None:
+        request = self.copies_waiting.pop(grant.bulk_id)
+        slots = [[slot.host, slot.index] for slot in grant.slots]
+        self.store.record_granted(grant.bulk_id, slots)
+        host = grant.slots[0].host
+        try:
+            self.store.mark_copy(request.request_id, CopyState.GRANTED, host=host)
+        except StoreError as error:  # cancelled meanwhile: the shard finished
+            self.log.info("RegionExecutor: speculative copy %s not started: %s", grant.bulk_id, error)
+            self._copy_done.put(grant.bulk_id)
+            return
+        self._copy_sequence += 1
+        attempt_id = f"spec{self._copy_sequence}-{uuid.uuid4().hex[:6]}"
+        thread = threading.Thread(target=self._run_copy, args=(request, host, len(grant.slots), attempt_id),
+                                  name=f"regionflow-{grant.bulk_id}", daemon=True)
+        self.copies_running[grant.bulk_id] = thread
+        thread.start()
+
+    def _run_copy(self, request: CopyRequestRecord, host_name: str, slots: int, attempt_id: str) -> None:
+        """Thread body: run one speculative copy to its end; never raises."""
+        try:
+            self._copy_attempt(request, host_name, slots, attempt_id)
+        except Exception as error:  # noqa: BLE001 - a failed copy does not fail the shard
+            self.log.exception("RegionExecutor: speculative copy %s failed", request.bulk_id)
+            self._mark_copy(request.request_id, CopyState.FAILED, message=f"{type(error).__name__}: {error}")
+            attempt = self.store.attempt(attempt_id)
+            if attempt is not None and attempt.state == "running":
+                self.store.end_attempt(attempt_id, "failed", f"{type(error).__name__}: {error}"[:2000])
+        finally:
+            self._copy_done.put(request.bulk_id)
+
+    def _copy_attempt(self, request: CopyRequestRecord, host_name: str, slots: int, attempt_id: str) -> None:
+        task = UnitTask.read(request.template_path)
+        task.host, task.attempt_id = host_name, attempt_id
+        partitions = PartitionStore(task.data_dir, task.run_id)
+        if partitions.committed(task.unit_key) is not None:
+            self._mark_copy(request.request_id, CopyState.CANCELLED, message="the shard committed before the copy ran")
+            return
+        host = self.rf_config.cluster.host(host_name)
+        task_path = os.path.join(os.path.dirname(request.template_path), f"{task.unit_key}-{attempt_id}.json")
+        submission = unit_submission(task, task_path, host, slots, dict(request.spark_conf), list(request.py_files),
+                                     conn_id=self.rf_config.spark_conn_id, forward_output=False)
+        self.store.mark_copy(request.request_id, CopyState.RUNNING, attempt_id=attempt_id)
+        self.store.start_attempt(attempt_id=attempt_id, bulk_id=request.bulk_id, dag_id=request.dag_id,
+                                 run_id=request.run_id, task_id=request.task_id, map_index=request.map_index,
+                                 unit_key=task.unit_key, host=host_name, speculative=True)
+        self.log.info("RegionExecutor: speculative copy %s of %s[%d] runs as attempt %s on host %s",
+                      request.bulk_id, request.task_id, request.map_index, attempt_id, host_name)
+        with CommitWatcher(partitions, task.unit_key, attempt_id, submission):
+            result = submission.run()
+        outcome = settle(result, partitions, task.unit_key, attempt_id)
+        self.store.end_attempt(attempt_id, outcome.state, None if result.ok else result.describe()[:2000])
+        if outcome.winner is not None:
+            self.store.record_commit(request.dag_id, request.run_id, task.unit_key, outcome.winner_attempt)
+        if outcome.state == "succeeded":
+            self._mark_copy(request.request_id, CopyState.WON)
+            self.log.info("RegionExecutor: speculative copy %s (attempt %s on %s) committed first",
+                          request.bulk_id, attempt_id, host_name)
+        elif outcome.state == "lost_commit":
+            self._mark_copy(request.request_id, CopyState.LOST,
+                            message=f"attempt {outcome.winner_attempt} on {outcome.winner_host} committed first")
+        else:
+            self._mark_copy(request.request_id, CopyState.FAILED, message=result.describe()[:2000])
+
+    def _mark_copy(self, request_id: int, state: CopyState, message: str | None = None) -> None:
+        try:
+            self.store.mark_copy(request_id, state, message=message)
+        except StoreError as error:
+            self.log.warning("RegionExecutor: copy request %d: %s", request_id, error)
+
+    def _finish_copies(self) -> None:
+        """Release the slots of copies whose threads ended (pool calls stay on the scheduler thread)."""
+        while True:
+            try:
+                bulk_id = self._copy_done.get_nowait()
+            except queue.Empty:
+                return
+            thread = self.copies_running.pop(bulk_id, None)
+            if thread is not None:
+                thread.join(timeout=1.0)
+            grant = self.store.grant_for(bulk_id)
+            if grant is not None:
+                self._unblock_copy_job(f"{grant.job_id}#{bulk_id}")
+            self._release(bulk_id)
+
+    def _unblock_copy_job(self, copy_job: str) -> None:
+        for host in list(self.pool.blocklist.hosts_for(copy_job)):
+            self._start(self.pool.unblock(copy_job, host))
+
+    def _abandon_copy(self, bulk_id: str, why: str) -> None:
+        """A copy whose thread died with a previous scheduler: settle its records; the sensor may ask again."""
+        try:
+            request_id = int(bulk_id[len(COPY_PREFIX):])
+        except ValueError:
+            return
+        request = self.store.copy_request(request_id)
+        if request is None:
+            return
+        if request.attempt_id:
+            attempt = self.store.attempt(request.attempt_id)
+            if attempt is not None and attempt.state == "running":
+                self.store.end_attempt(request.attempt_id, "killed", why)
+        if request.is_open:
+            self._mark_copy(request_id, CopyState.CANCELLED if request.state is CopyState.PENDING else CopyState.FAILED,
+                            message=why)
+
     # ---- restart --------------------------------------------------------------------------------
 
     def _rebuild_ledger(self) -> None:
         """Re-take the slots of grants a previous scheduler made for task instances that still run."""
         for record in self.store.live_grants():
+            if record.bulk_id.startswith(COPY_PREFIX):  # its thread died with the previous scheduler
+                self.store.record_released(record.bulk_id)
+                self._abandon_copy(record.bulk_id, "the scheduler restarted while this copy ran")
+                continue
             bulk = Bulk(record.bulk_id, record.job_id, record.label,
                         tuple(ResourceProfile.from_dict(p) for p in record.requests) or (UNKNOWN,))
             try:
@@ -169,6 +410,8 @@ class RegionExecutor(LocalExecutor):
             self.log.info("RegionExecutor: restored %d grant(s) of running task instances", len(self.adopted))
         for record in self.store.waiting_grants():
             self.store.record_released(record.bulk_id)  # its task instance is queued again by the scheduler
+            if record.bulk_id.startswith(COPY_PREFIX):
+                self._abandon_copy(record.bulk_id, "the scheduler restarted before this copy got slots")
 
     def _check_adopted(self) -> None:
         """Release restored grants once their task instances ended (they have no worker here)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import time
 import uuid
 from typing import Any
 
@@ -29,6 +30,7 @@ from ..spark.store import PartitionStore, SinkCommitter, safe_component
 from ..spark.submit import RegionSubmission, build_py_files
 from ..spark.task import UnitTask
 from ..spark.unit import UnitLayout, job_modules, unit_submission
+from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, CommitWatcher, Settlement, settle
 from ..store import RegionflowStore
 
 
@@ -49,8 +51,10 @@ def run_key_for(dag_id: str, run_id: str) -> str:
 class RegionOperator(BaseOperator):
     ui_color = "#cfe8f7"
 
-    def __init__(self, *, mode: str, logical: int, max_shards: int, shard: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *, mode: str, logical: int, max_shards: int, shard: int = 0,
+                 watch_interval: float = DEFAULT_WATCH_INTERVAL_S, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.watch_interval = watch_interval
         self.mode = mode
         self.logical = logical
         self.max_shards = max_shards
@@ -59,40 +63,59 @@ class RegionOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         config = RegionflowConfig.from_airflow()
-        dag, ti = context["dag"], context["ti"]
-        graph = registered_job(dag)
-        plan = Plan(graph, self.mode)
-        layout = UnitLayout(plan, self.max_shards)
-        unit = layout.units_of_logical(self.logical)[self.shard]
+        dag, ti, run_id = context["dag"], context["ti"], context["run_id"]
+        prepared = PreparedUnit.of(dag, run_id, self.mode, self.logical, self.max_shards, self.shard, config)
         store = RegionflowStore.from_config(config.store_url)
-        host, slots = self._granted(store, bulk_id_for(ti.id, ti.try_number), config, layout, unit)
-        partitions = PartitionStore(config.data_dir, run_key_for(dag.dag_id, context["run_id"]))
-        work_dir = _work_dir(config, partitions)
-        self._claim_sinks(plan, layout, unit, config, partitions.run_id)
+        bulk_id = bulk_id_for(ti.id, ti.try_number)
+        host, slots = self._granted(store, bulk_id, config, prepared.layout, prepared.unit)
+        prepared.claim_sinks()
         attempt = f"try{ti.try_number}-{uuid.uuid4().hex[:6]}"
-        task = UnitTask(job=_job_reference(graph, dag, work_dir), mode=plan.mode.value, run_id=partitions.run_id,
-                        data_dir=config.data_dir, unit_key=layout.keys[unit], unit_name=layout.names[unit],
-                        regions=list(layout.shards[unit].regions), attempt_id=attempt, host=host.name,
-                        width=layout.width(unit, slots), inputs=self._inputs(layout, unit, partitions, work_dir))
-        py_files = build_py_files(os.path.join(work_dir, "py"), job_modules(task.job))
-        self._submission = unit_submission(task, os.path.join(work_dir, f"{task.unit_key}-{attempt}.json"), host,
-                                           slots, config.spark_conf, py_files, conn_id=config.spark_conn_id)
+        task = prepared.unit_task(slots=slots, host=host.name, attempt_id=attempt)
+        self._submission = unit_submission(task, prepared.task_path(attempt), host, slots, config.spark_conf,
+                                           prepared.py_files(task), conn_id=config.spark_conn_id)
         self.log.info("unit %s: %d region(s) on host %s with %d slot(s), attempt %s", task.unit_name,
                       len(task.regions), host.name, slots, attempt)
-        store.start_attempt(attempt_id=attempt, bulk_id=bulk_id_for(ti.id, ti.try_number), dag_id=dag.dag_id,
-                            run_id=context["run_id"], task_id=ti.task_id, map_index=ti.map_index,
-                            unit_key=task.unit_key, host=host.name, speculative=False)
-        result = self._submission.run()
-        if not result.ok:
-            store.end_attempt(attempt, "killed" if result.killed else "failed", result.describe()[:2000])
+        store.start_attempt(attempt_id=attempt, bulk_id=bulk_id, dag_id=dag.dag_id, run_id=run_id,
+                            task_id=ti.task_id, map_index=ti.map_index, unit_key=task.unit_key, host=host.name,
+                            speculative=False)
+        with CommitWatcher(prepared.partitions, task.unit_key, attempt, self._submission, self.watch_interval):
+            result = self._submission.run()
+        outcome = settle(result, prepared.partitions, task.unit_key, attempt)
+        store.end_attempt(attempt, outcome.state, None if result.ok else result.describe()[:2000])
+        if not outcome.unit_done:
+            outcome = self._wait_for_copies(store, prepared, dag.dag_id, run_id, ti, outcome)
+        if not outcome.unit_done:
             raise RegionTaskFailed(f"unit {task.unit_name} failed: {_reason(result)}")
-        committed = partitions.committed(task.unit_key)
-        winner = committed.manifest.get("attempt_id") if committed else None
-        store.end_attempt(attempt, "succeeded" if winner == attempt else "lost_commit")
-        self.log.info("unit %s committed by attempt %s on host %s", task.unit_name, winner,
-                      committed.manifest.get("host") if committed else "?")
-        return {"unit": task.unit_name, "attempt": attempt, "winner": winner,
-                "sinks": committed.manifest.get("sinks", {}) if committed else {}}
+        winner = store.record_commit(dag.dag_id, run_id, task.unit_key, outcome.winner_attempt)
+        store.cancel_copies(dag.dag_id, run_id, ti.task_id, ti.map_index)
+        if winner == attempt:
+            self.log.info("unit %s committed by attempt %s on host %s", task.unit_name, winner, host.name)
+        else:
+            self.log.info("unit %s: attempt %s on host %s committed first and wins; this attempt %s on host %s "
+                          "was %s", task.unit_name, winner, outcome.winner_host, attempt, host.name,
+                          "cancelled" if outcome.state == "lost_commit" else outcome.state)
+        return {"unit": task.unit_name, "attempt": attempt, "winner": winner, "winner_host": outcome.winner_host,
+                "sinks": outcome.winner.manifest.get("sinks", {})}
+
+    def _wait_for_copies(self, store: RegionflowStore, prepared: "PreparedUnit", dag_id: str, run_id: str,
+                         ti: Any, failed: Settlement) -> Settlement:
+        """This attempt failed: while a speculative copy of the shard is still open (pending, granted or
+        running), wait for it; the shard succeeds if the copy commits."""
+        key = prepared.key
+        announced = False
+        while True:
+            committed = prepared.partitions.committed(key)
+            if committed is not None:
+                return Settlement("lost_commit", committed)
+            open_copies = [r for r in store.copy_requests(dag_id, run_id, ti.task_id, ti.map_index) if r.is_open]
+            if not open_copies:
+                committed = prepared.partitions.committed(key)  # a copy may have won just now
+                return failed if committed is None else Settlement("lost_commit", committed)
+            if not announced:
+                self.log.warning("unit %s: this attempt %s; waiting for speculative copy request(s) %s",
+                                 prepared.name, failed.state, [r.request_id for r in open_copies])
+                announced = True
+            time.sleep(self.watch_interval)
 
     def on_kill(self) -> None:
         if self._submission is not None:
@@ -111,8 +134,62 @@ class RegionOperator(BaseOperator):
                          bulk_id, host.name, slots)
         return host, slots
 
-    def _inputs(self, layout: UnitLayout, unit: int, partitions: PartitionStore, work_dir: str) -> dict[str, Any]:
-        descriptors = DescriptorCache(os.path.join(work_dir, "descriptors"))
+
+class PreparedUnit:
+    """Everything about one shard of a region task that does not depend on its host or attempt: the
+    plan, the unit, the run's partition store and work dir, its inputs. The region task and the
+    speculation sensor (which prepares a copy's unit task file) share it, so both build the same
+    unit task for a shard."""
+
+    def __init__(self, dag, run_id: str, mode: str, logical: int, max_shards: int, shard: int,
+                 config: RegionflowConfig) -> None:
+        self.config = config
+        self.graph = registered_job(dag)
+        self.job_dag = dag
+        self.plan = Plan(self.graph, mode)
+        self.layout = UnitLayout(self.plan, max_shards)
+        units = self.layout.units_of_logical(logical)
+        if not 0 <= shard < len(units):
+            raise RegionflowError(f"logical region {logical} has {len(units)} shard(s); there is no shard {shard}")
+        self.unit = units[shard]
+        self.partitions = PartitionStore(config.data_dir, run_key_for(dag.dag_id, run_id))
+        self.work_dir = _work_dir(config, self.partitions)
+        self._job: str | None = None
+        self._inputs: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, dag, run_id: str, mode: str, logical: int, max_shards: int, shard: int,
+           config: RegionflowConfig) -> "PreparedUnit":
+        return cls(dag, run_id, mode, logical, max_shards, shard, config)
+
+    @property
+    def key(self) -> str:
+        return self.layout.keys[self.unit]
+
+    @property
+    def name(self) -> str:
+        return self.layout.names[self.unit]
+
+    def unit_task(self, *, slots: int, host: str = "", attempt_id: str = "") -> UnitTask:
+        """The unit task for a grant of `slots` slots; without host and attempt it is a template."""
+        if self._job is None:
+            self._job = _job_reference(self.graph, self.job_dag, self.work_dir)
+        if self._inputs is None:
+            self._inputs = self._input_refs()
+        return UnitTask(job=self._job, mode=self.plan.mode.value, run_id=self.partitions.run_id,
+                        data_dir=self.config.data_dir, unit_key=self.key, unit_name=self.name,
+                        regions=list(self.layout.shards[self.unit].regions), attempt_id=attempt_id, host=host,
+                        width=self.layout.width(self.unit, slots), inputs=dict(self._inputs))
+
+    def task_path(self, attempt_id: str) -> str:
+        return os.path.join(self.work_dir, f"{self.key}-{attempt_id}.json")
+
+    def py_files(self, task: UnitTask) -> list[str]:
+        return build_py_files(os.path.join(self.work_dir, "py"), job_modules(task.job))
+
+    def _input_refs(self) -> dict[str, Any]:
+        layout, partitions = self.layout, self.partitions
+        descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
         scheduler = layout.scheduler()
 
         def host_of(producer_unit: int) -> str:
@@ -120,16 +197,17 @@ class RegionOperator(BaseOperator):
             return committed.manifest.get("host", "") if committed else ""
 
         return {str(g): descriptors.ref_for(g, lambda g=g: layout.locations(g, partitions, host_of))
-                for g, _ in scheduler.consumed[unit]}
+                for g, _ in scheduler.consumed[self.unit]}
 
-    def _claim_sinks(self, plan: Plan, layout: UnitLayout, unit: int, config: RegionflowConfig, run_key: str) -> None:
-        members = {plan.topology.vertex_names[v] for r in layout.shards[unit].regions
+    def claim_sinks(self) -> None:
+        plan, layout = self.plan, self.layout
+        members = {plan.topology.vertex_names[v] for r in layout.shards[self.unit].regions
                    for v in plan.vertex_counts(plan.regions[r])}
         for name in sorted(members):
             vertex = plan.graph.vertices[name]
             if vertex.sink:
-                committer = SinkCommitter(resolve_sink_path(vertex, config.data_dir), plan.graph.name, run_key,
-                                          vertex=name)
+                committer = SinkCommitter(resolve_sink_path(vertex, self.config.data_dir), plan.graph.name,
+                                          self.partitions.run_id, vertex=name)
                 committer.check_target()
                 committer.claim()
 

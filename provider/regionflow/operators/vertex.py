@@ -19,6 +19,7 @@ from airflow.sdk import BaseOperator
 
 from ..core.graph import Distribution, Exchange, Sink
 from ..core.resources import UNKNOWN, ResourceProfile
+from ..scheduling.speculation import parse_switch
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,12 @@ class SparkVertexOperator(BaseOperator):
 
     def __init__(self, *, parallelism: int, fn: Callable[..., Any] | str,
                  resources: ResourceProfile | dict | None = None, slot_sharing_group: str | None = None,
-                 sink: Sink | str | None = None, reads: Iterable[str] = (), **kwargs: Any) -> None:
+                 sink: Sink | str | None = None, reads: Iterable[str] = (), speculation: bool | str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        # None: inherit the DAG's (transform(speculation=...)); a region is speculated only when all its
+        # vertices end up on.
+        self.speculation = None if speculation is None else parse_switch(speculation, f"of vertex {self.task_id!r}")
         self.parallelism = parallelism
         self.fn = fn
         self.vertex_resources = _profile(resources)  # BaseOperator owns `resources` (its own format)

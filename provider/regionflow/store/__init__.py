@@ -14,11 +14,15 @@ from .ledger import RegionflowStore
 from .models import SCHEMA_VERSION
 from .records import (
     ATTEMPT_END_STATES,
+    COPY_OPEN_STATES,
+    COPY_TRANSITIONS,
     GRANT_TRANSITIONS,
     AttemptRecord,
     AttemptState,
     BlockRecord,
     CommitRecord,
+    CopyRequestRecord,
+    CopyState,
     GrantRecord,
     GrantState,
     MetricRecord,
@@ -27,7 +31,8 @@ from .records import (
 )
 
 __all__ = [
-    "ATTEMPT_END_STATES", "DEFAULT_BUSY_TIMEOUT_S", "GRANT_TRANSITIONS", "SCHEMA_VERSION", "AttemptRecord",
+    "ATTEMPT_END_STATES", "COPY_OPEN_STATES", "COPY_TRANSITIONS", "CopyRequestRecord", "CopyState",
+    "DEFAULT_BUSY_TIMEOUT_S", "GRANT_TRANSITIONS", "SCHEMA_VERSION", "AttemptRecord",
     "AttemptState", "BlockRecord", "CommitRecord", "GrantRecord", "GrantState", "MetricRecord",
     "RegionflowStore", "SlotConflictError", "StateTransitionError", "StoreError", "UnknownRecordError",
     "bulk_id_for", "default_url", "job_id_for", "mask_url",

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Boolean, Double, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: copy_requests (speculative copies)
 
 ID = 250  # Airflow's own limit for dag, task and run ids
 
@@ -126,4 +126,42 @@ class Metric(Base):
     labels: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
-__all__ = ["SCHEMA_VERSION", "Attempt", "Base", "BlockEntry", "Commit", "Grant", "Metric", "SchemaVersion"]
+class CopyRequest(Base):
+    """A speculative copy of one shard, asked for by the speculation sensor and run by the executor.
+
+    `template_path` is a prepared unit task file (everything but host and attempt id); the executor
+    fills those in once the copy's slot bulk is granted.
+    """
+
+    __tablename__ = "copy_requests"
+    __table_args__ = (
+        Index("ix_copy_requests_state", "state"),
+        Index("ix_copy_requests_task", "dag_id", "run_id", "task_id", "map_index"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(String(ID))
+    run_id: Mapped[str] = mapped_column(String(ID))
+    task_id: Mapped[str] = mapped_column(String(ID))
+    map_index: Mapped[int] = mapped_column(Integer)
+    unit_key: Mapped[str] = mapped_column(String(ID))
+    job_id: Mapped[str] = mapped_column(String(2 * ID + 1))
+    label: Mapped[str] = mapped_column(String(ID))
+    requests: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    template_path: Mapped[str] = mapped_column(Text)
+    py_files: Mapped[list[str]] = mapped_column(JSON)
+    spark_conf: Mapped[dict[str, str]] = mapped_column(JSON)
+    excluded_hosts: Mapped[list[str]] = mapped_column(JSON)
+    slow_attempt: Mapped[str | None] = mapped_column(String(ID))
+    state: Mapped[str] = mapped_column(String(16))
+    attempt_id: Mapped[str | None] = mapped_column(String(ID))
+    host: Mapped[str | None] = mapped_column(String(ID))
+    message: Mapped[str | None] = mapped_column(Text)
+    requested_at: Mapped[float] = mapped_column(Double)
+    granted_at: Mapped[float | None] = mapped_column(Double)
+    started_at: Mapped[float | None] = mapped_column(Double)
+    ended_at: Mapped[float | None] = mapped_column(Double)
+
+
+__all__ = ["SCHEMA_VERSION", "Attempt", "Base", "BlockEntry", "Commit", "CopyRequest", "Grant", "Metric",
+           "SchemaVersion"]

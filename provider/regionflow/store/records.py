@@ -38,6 +38,29 @@ GRANT_TRANSITIONS: dict[GrantState, frozenset[GrantState]] = {
     GrantState.REJECTED: frozenset(),
 }
 
+class CopyState(StrEnum):
+    PENDING = "pending"      # asked for by the sensor, not yet in the executor's pool
+    GRANTED = "granted"      # its slot bulk was granted; the submission is being prepared
+    RUNNING = "running"      # its Spark submission runs as attempt `attempt_id` on `host`
+    WON = "won"              # it committed the unit first
+    LOST = "lost"            # another attempt committed first; it was killed or discarded itself
+    FAILED = "failed"        # it failed (the shard goes on with its other attempts)
+    CANCELLED = "cancelled"  # the shard finished (or the run ended) before it ran
+
+
+COPY_OPEN_STATES: frozenset[CopyState] = frozenset({CopyState.PENDING, CopyState.GRANTED, CopyState.RUNNING})
+
+COPY_TRANSITIONS: dict[CopyState, frozenset[CopyState]] = {
+    CopyState.PENDING: frozenset({CopyState.GRANTED, CopyState.FAILED, CopyState.CANCELLED}),
+    CopyState.GRANTED: frozenset({CopyState.RUNNING, CopyState.FAILED, CopyState.CANCELLED}),
+    CopyState.RUNNING: frozenset({CopyState.WON, CopyState.LOST, CopyState.FAILED, CopyState.CANCELLED}),
+    CopyState.WON: frozenset(),
+    CopyState.LOST: frozenset(),
+    CopyState.FAILED: frozenset(),
+    CopyState.CANCELLED: frozenset(),
+}
+
+
 ATTEMPT_END_STATES: frozenset[AttemptState] = frozenset(AttemptState) - {AttemptState.RUNNING}
 
 Slot = tuple[str, int]
@@ -126,6 +149,41 @@ class BlockRecord:
 
 
 @dataclass(frozen=True)
+class CopyRequestRecord:
+    request_id: int
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    unit_key: str
+    job_id: str
+    label: str
+    requests: tuple[dict[str, Any], ...]
+    template_path: str
+    py_files: tuple[str, ...]
+    spark_conf: dict[str, str]
+    excluded_hosts: tuple[str, ...]
+    slow_attempt: str | None
+    state: CopyState
+    attempt_id: str | None
+    host: str | None
+    message: str | None
+    requested_at: float
+    granted_at: float | None
+    started_at: float | None
+    ended_at: float | None
+
+    @property
+    def bulk_id(self) -> str:
+        """The copy's slot bulk in the executor's pool (and in the grants table)."""
+        return f"copy:{self.request_id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in COPY_OPEN_STATES
+
+
+@dataclass(frozen=True)
 class MetricRecord:
     dag_id: str
     run_id: str
@@ -137,6 +195,6 @@ class MetricRecord:
 
 
 __all__ = [
-    "ATTEMPT_END_STATES", "GRANT_TRANSITIONS", "AttemptRecord", "AttemptState", "BlockRecord",
-    "CommitRecord", "GrantRecord", "GrantState", "MetricRecord", "Slot", "bulk_id_for", "job_id_for",
+    "ATTEMPT_END_STATES", "COPY_OPEN_STATES", "COPY_TRANSITIONS", "GRANT_TRANSITIONS", "AttemptRecord",
+    "AttemptState", "BlockRecord", "CommitRecord", "CopyRequestRecord", "CopyState", "GrantRecord", "GrantState", "MetricRecord", "Slot", "bulk_id_for", "job_id_for",
 ]

@@ -1,0 +1,3 @@
+from .speculation import SpeculationSensor
+
+__all__ = ["SpeculationSensor"]

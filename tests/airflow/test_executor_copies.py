@@ -1,0 +1,211 @@
+"""RegionExecutor's speculative copies in-process: copy requests from the store become FIFO bulks,
+placed away from blocklisted hosts and the shard's live attempts, run in a thread (the Spark
+submission is a fake), settled first-commit-wins, and their slots go back to the pool."""
+from __future__ import annotations
+
+import pytest
+
+from airflow.executors.local_executor import LocalExecutor
+from airflow.utils.state import TaskInstanceState
+
+from regionflow.spark.store import PartitionStore
+from regionflow.spark.task import UnitTask
+from regionflow.store import CopyState, RegionflowStore
+
+from speculation_fakes import FakeSubmission, commit, commits_at_once, fails, runs_until_killed, wait_for
+from test_executor import executor, queue, workload
+
+RUN_KEY = "d--r1"
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__HOSTS", "a:slots=2;b:slots=2")
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__STORE_URL", f"sqlite:///{tmp_path}/regionflow.db")
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("AIRFLOW__LOGGING__BASE_LOG_FOLDER", str(tmp_path / "logs"))
+    monkeypatch.setattr(LocalExecutor, "sync", lambda self: None)  # no worker processes here
+    return tmp_path
+
+
+@pytest.fixture
+def store(settings):
+    return RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")
+
+
+@pytest.fixture
+def partitions(settings):
+    return PartitionStore(str(settings / "data"), RUN_KEY)
+
+
+class Submissions:
+    """Stands in for unit_submission: hands out the next fake and remembers what it was asked."""
+
+    def __init__(self, *behaviours):
+        self.behaviours = list(behaviours)
+        self.calls = []
+        self.made = []
+
+    def __call__(self, task, task_path, host, slots, job_conf, py_files, **kwargs):
+        self.calls.append({"task": task, "host": host.name, "slots": slots, "conf": job_conf, "py_files": py_files})
+        submission = FakeSubmission(self.behaviours.pop(0))
+        self.made.append(submission)
+        return submission
+
+
+def template(settings, unit_key="u1") -> str:
+    task = UnitTask(job="regionflow.examples.orders:JOB", mode="all-blocking", run_id=RUN_KEY,
+                    data_dir=str(settings / "data"), unit_key=unit_key, unit_name="t[1]", regions=[1], attempt_id="")
+    path = str(settings / f"{unit_key}.template.json")
+    return task.write(path)
+
+
+def request(store, settings, *, excluded=("a",), slots=1, shard=1, unit_key="u1"):
+    return store.request_copy(dag_id="d", run_id="r1", task_id="t", map_index=shard, unit_key=unit_key,
+                              label="d.t[1] copy", requests=[{"cpu": 1.0}] * slots,
+                              template_path=template(settings, unit_key), py_files=["/deps.zip"],
+                              spark_conf={"spark.x": "1"}, excluded_hosts=excluded, slow_attempt="try1-slow")
+
+
+def settle_copies(ex, store, request_id, timeout=10.0):
+    assert wait_for(lambda: not store.copy_request(request_id).is_open, timeout)
+    assert wait_for(lambda: (ex.sync(), not ex.copies_running)[1], timeout)
+
+
+def test_a_copy_runs_on_a_non_excluded_host_wins_and_releases_its_slots(settings, store, partitions, monkeypatch):
+    fakes = Submissions(lambda s: commits_at_once(partitions, "u1", fakes.calls[0]["task"].attempt_id, "b")(s))
+    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    ex = executor(monkeypatch)
+    asked = request(store, settings, excluded=("a",))
+    ex.sync()
+    settle_copies(ex, store, asked.request_id)
+    call = fakes.calls[0]
+    assert call["host"] == "b" and call["slots"] == 1 and call["conf"] == {"spark.x": "1"}
+    assert call["py_files"] == ["/deps.zip"]
+    assert call["task"].host == "b" and call["task"].attempt_id.startswith("spec1-")
+    done = store.copy_request(asked.request_id)
+    assert done.state is CopyState.WON and done.host == "b" and done.attempt_id == call["task"].attempt_id
+    [attempt] = store.attempts("d", "r1", "t")
+    assert attempt.speculative and attempt.state == "succeeded" and attempt.host == "b" and attempt.map_index == 1
+    assert attempt.bulk_id == f"copy:{asked.request_id}"
+    assert store.commit_for("d", "r1", "u1").winner_attempt == attempt.attempt_id
+    assert store.grant_for(f"copy:{asked.request_id}").state == "released"
+    assert ex.pool.free_slots() == 4 and not ex.pool.blocklist.hosts_for(f"d/r1#copy:{asked.request_id}")
+    assert not ex.event_buffer  # copies are no task instances
+
+
+def test_a_copy_avoids_the_host_of_the_shards_live_attempt(settings, store, partitions, monkeypatch):
+    fakes = Submissions(runs_until_killed(timeout=10))
+    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    ex = executor(monkeypatch)
+    store.start_attempt(attempt_id="try1-orig", dag_id="d", run_id="r1", task_id="t", unit_key="u1", host="a",
+                        map_index=1)
+    asked = request(store, settings, excluded=())  # the exclusion comes from the live attempt alone
+    ex.sync()
+    assert wait_for(lambda: store.copy_request(asked.request_id).state is CopyState.RUNNING)
+    assert fakes.calls[0]["host"] == "b"
+    commit(partitions, "u1", "try1-orig", "a")  # the original commits first: the copy is killed
+    settle_copies(ex, store, asked.request_id)
+    assert fakes.made[0].killed.is_set()
+    done = store.copy_request(asked.request_id)
+    assert done.state is CopyState.LOST and "try1-orig on a committed first" in done.message
+    spec = [a for a in store.attempts("d", "r1", "t") if a.speculative][0]
+    assert spec.state == "lost_commit"
+    assert ex.pool.free_slots() == 4
+
+
+def test_copies_wait_their_turn_in_the_fifo_queue(settings, store, partitions, monkeypatch):
+    fakes = Submissions(lambda s: commits_at_once(partitions, "u1", fakes.calls[0]["task"].attempt_id, "a")(s))
+    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    ex = executor(monkeypatch)
+    hog, first = workload(slots=4, task_id="hog"), workload(slots=4, task_id="first")
+    queue(ex, hog, first)
+    asked = request(store, settings, excluded=())
+    ex.sync()
+    assert f"copy:{asked.request_id}" in ex.copies_waiting and not fakes.calls
+    ex.change_state(hog.key, TaskInstanceState.SUCCESS)
+    assert [w.ti.task_id for w in ex.activity_queue] == ["hog", "first"] and not fakes.calls
+    ex.change_state(first.key, TaskInstanceState.SUCCESS)
+    settle_copies(ex, store, asked.request_id)
+    assert len(fakes.calls) == 1 and store.copy_request(asked.request_id).state is CopyState.WON
+
+
+def test_a_failed_copy_does_not_fail_anything_and_frees_its_slots(settings, store, monkeypatch):
+    fakes = Submissions(fails())
+    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    ex = executor(monkeypatch)
+    asked = request(store, settings, excluded=("b",))
+    ex.sync()
+    settle_copies(ex, store, asked.request_id)
+    assert fakes.calls[0]["host"] == "a"
+    assert store.copy_request(asked.request_id).state is CopyState.FAILED
+    [attempt] = store.attempts("d", "r1", "t")
+    assert attempt.state == "failed" and attempt.speculative
+    assert ex.pool.free_slots() == 4 and not ex.event_buffer
+
+
+def test_store_blocklist_entries_are_mirrored_into_the_pool(settings, store, monkeypatch):
+    import time
+
+    ex = executor(monkeypatch)
+    store.block("d/r1", "a", time.time() + 30, reason="slow attempt")
+    ex.sync()
+    assert set(ex.pool.blocklist.hosts_for("d/r1")) == {"a"}
+    plain = workload(slots=2, task_id="plain")  # d/r1's next region lands on b only
+    queue(ex, plain)
+    grant = ex.pool.grant_of(ex.granted[plain.key])
+    assert {slot.host for slot in grant.slots} == {"b"}
+
+
+def test_a_cancelled_request_is_withdrawn_from_the_queue(settings, store, monkeypatch):
+    fakes = Submissions()
+    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    ex = executor(monkeypatch)
+    hog = workload(slots=4, task_id="hog")
+    queue(ex, hog)
+    asked = request(store, settings, excluded=())
+    ex.sync()
+    assert f"copy:{asked.request_id}" in ex.copies_waiting
+    store.cancel_copies("d", "r1", "t", 1)
+    ex.sync()
+    assert not ex.copies_waiting and store.grant_for(f"copy:{asked.request_id}").state == "released"
+    ex.change_state(hog.key, TaskInstanceState.SUCCESS)
+    assert not fakes.calls and ex.pool.free_slots() == 4
+
+
+def test_sensor_tasks_take_no_slot(settings, monkeypatch):
+    ex = executor(monkeypatch)
+    hog = workload(slots=4, task_id="hog")
+    sensor = workload(task_id="t__speculation")
+    sensor.ti.executor_config = {"regionflow": {"no_slots": True}}
+    queue(ex, hog, sensor)
+    assert [w.ti.task_id for w in ex.activity_queue] == ["hog", "t__speculation"]
+
+
+def test_a_copy_with_no_host_left_fails_at_once(settings, store, monkeypatch):
+    fakes = Submissions()
+    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    ex = executor(monkeypatch)
+    asked = request(store, settings, excluded=("a", "b"))
+    ex.sync()
+    done = store.copy_request(asked.request_id)
+    assert done.state is CopyState.FAILED and "a copy needs another host" in done.message
+    assert not ex.copies_waiting and not fakes.calls and ex.pool.free_slots() == 4
+
+
+def test_a_late_result_of_an_earlier_sensor_poke_is_not_reported(settings, monkeypatch):
+    """Reschedule mode: poke 2 is queued (same key) before poke 1's result reached sync(); reporting
+    poke 1's success then would make Airflow fail the QUEUED task instance."""
+    ex = executor(monkeypatch)
+    sensor = workload(task_id="t__speculation")
+    sensor.ti.executor_config = {"regionflow": {"no_slots": True}}
+    queue(ex, sensor)
+    ex.change_state(sensor.key, TaskInstanceState.SUCCESS)  # poke 1 ends before poke 2: reported
+    assert ex.event_buffer.pop(sensor.key)[0] == TaskInstanceState.SUCCESS
+    queue(ex, sensor)  # poke 2
+    queue(ex, sensor)  # poke 3 queued before poke 2's result came back
+    assert ex.has_task(sensor.ti)
+    ex.change_state(sensor.key, TaskInstanceState.SUCCESS)  # poke 2's late result
+    assert sensor.key not in ex.event_buffer and ex.has_task(sensor.ti)
+    ex.change_state(sensor.key, TaskInstanceState.SUCCESS)  # poke 3's result
+    assert ex.event_buffer[sensor.key][0] == TaskInstanceState.SUCCESS and not ex.has_task(sensor.ti)

@@ -1,0 +1,64 @@
+"""`regionflow status DAG_ID RUN_ID`: metrics, attempts (host, state, speculative, winner), copies, blocklist."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from regionflow.cli import main
+from regionflow.store import RegionflowStore
+
+
+@pytest.fixture
+def url(tmp_path):
+    url = f"sqlite:///{tmp_path}/regionflow.db"
+    store = RegionflowStore(url)
+    store.start_attempt(attempt_id="try1-a", dag_id="d", run_id="r", task_id="t", unit_key="u0", host="h2",
+                        map_index=0)
+    store.end_attempt("try1-a", "succeeded")
+    store.start_attempt(attempt_id="try1-b", dag_id="d", run_id="r", task_id="t", unit_key="u1", host="h1",
+                        map_index=1)
+    store.start_attempt(attempt_id="spec1-c", dag_id="d", run_id="r", task_id="t", unit_key="u1", host="h2",
+                        map_index=1, speculative=True)
+    store.end_attempt("spec1-c", "succeeded")
+    store.end_attempt("try1-b", "lost_commit")
+    store.record_commit("d", "r", "u0", "try1-a")
+    store.record_commit("d", "r", "u1", "spec1-c")
+    store.record_metrics("d", "r", "t", {"regionflow.speculation.copies_won": 1.0,
+                                         "regionflow.speculation.finished_shards": 2.0})
+    request = store.request_copy(dag_id="d", run_id="r", task_id="t", map_index=1, unit_key="u1", label="t[1]",
+                                 requests=[{"cpu": 1}], template_path="/x", excluded_hosts=["h1"])
+    store.mark_copy(request.request_id, "granted", host="h2")
+    store.mark_copy(request.request_id, "running", attempt_id="spec1-c")
+    store.mark_copy(request.request_id, "won")
+    store.block("d/r", "h1", time.time() + 60, reason="slow attempt try1-b")
+    return url
+
+
+def test_json(url, capsys):
+    assert main(["status", "d", "r", "--store-url", url, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    task = data["tasks"]["t"]
+    assert task["metrics"] == {"copies_won": 1.0, "finished_shards": 2.0}
+    by_id = {a["attempt"]: a for a in task["attempts"]}
+    assert by_id["spec1-c"]["winner"] and by_id["spec1-c"]["speculative"] and by_id["spec1-c"]["host"] == "h2"
+    assert not by_id["try1-b"]["winner"] and by_id["try1-b"]["state"] == "lost_commit"
+    assert by_id["try1-a"]["winner"]
+    assert task["copies"][0]["state"] == "won" and task["copies"][0]["excluded_hosts"] == ["h1"]
+    assert data["blocklist"][0]["host"] == "h1"
+
+
+def test_text(url, capsys):
+    assert main(["status", "d", "r", "--store-url", url]) == 0
+    out = capsys.readouterr().out
+    assert "copies_won = 1" in out
+    assert "[1] spec1-c on h2: succeeded" in out and "speculative WINNER" in out
+    assert "[1] try1-b on h1: lost_commit" in out
+    assert "copy request 1 for shard 1: won as spec1-c on h2 (avoiding h1)" in out
+    assert "h1 for" in out and "slow attempt try1-b" in out
+
+
+def test_unknown_run_is_an_error(url, capsys):
+    assert main(["status", "d", "nope", "--store-url", url]) == 2
+    assert "nothing for DAG 'd' run 'nope'" in capsys.readouterr().err
