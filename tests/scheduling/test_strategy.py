@@ -21,13 +21,7 @@ def chain(mode="all-blocking", a=2, b=2, distribution="forward"):
 
 
 def run_to_completion(scheduler):
-    order, ready = [], scheduler.start()
-    while ready:
-        unit = ready.pop(0)
-        scheduler.on_started(unit)
-        order.append(unit)
-        ready += scheduler.on_finished(unit).ready
-    return order
+    return run_to_completion_from(scheduler, scheduler.start())
 
 
 def test_pointwise_blocking_consumer_starts_when_its_own_producer_is_done():
