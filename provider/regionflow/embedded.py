@@ -523,8 +523,8 @@ class EmbeddedAirflow:
 
     def create_pool(self, name: str, slots: int, description: str = "") -> None:
         """An Airflow pool (the benchmarks compare Airflow pools with the slot pool)."""
-        self._call("POST", "/api/v2/pools", json={"name": name, "slots": slots, "description": description,
-                                                   "include_deferred": False})
+        self._call("POST", "/api/v2/pools", ok=(200, 201), json={"name": name, "slots": slots,
+                                                                  "description": description, "include_deferred": False})
 
     def unpause(self, dag_id: str) -> None:
         self._call("PATCH", f"/api/v2/dags/{_q(dag_id)}", json={"is_paused": False},
