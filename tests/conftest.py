@@ -1,5 +1,11 @@
 """Session-wide fixtures shared by the Spark and Airflow end-to-end tests."""
+import logging
+
 import pytest
+
+# py4j logs from __del__ at interpreter exit, after logging's streams are closed; that noise would
+# follow pytest's summary line in CI's output
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 ORDERS = "regionflow.examples.orders:job"
 
