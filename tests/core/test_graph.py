@@ -10,19 +10,13 @@ from regionflow.core.errors import JobGraphError, RegionflowError, ResourceError
 from regionflow.core.graph import Distribution, Edge, Exchange, JobGraph, load_job
 from regionflow.core.resources import UNKNOWN, ResourceProfile
 
+import core_jobs
+
 JOBS = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "jobs"
 
 
 def make_job(vertices, edges=(), name="job"):
-    graph = JobGraph(name)
-    for vertex, parallelism in vertices.items():
-        graph.add_vertex(vertex, parallelism)
-    for edge in edges:
-        src, dst, distribution, *rest = edge
-        exchange = rest[0] if rest else None
-        keys = rest[1] if len(rest) > 1 else (("k",) if str(distribution).lower() == "hash" else ())
-        graph.connect(src, dst, distribution, exchange, keys)
-    return graph
+    return core_jobs.make_job(vertices, edges, name)
 
 
 # ---- model ----------------------------------------------------------------------------------------

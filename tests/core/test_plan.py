@@ -7,23 +7,17 @@ from pathlib import Path
 import pytest
 
 from regionflow.core.errors import RegionflowError, ResourceError
-from regionflow.core.graph import JobGraph, load_job
+from regionflow.core.graph import load_job
 from regionflow.core.plan import DEFAULT_SLOT_SHARING_GROUP, Plan, SlotRequest, compact_subtasks
 from regionflow.core.resources import UNKNOWN, ResourceProfile
+
+import core_jobs
 
 JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs"
 
 
 def make_job(vertices, edges=(), name="p"):
-    """vertices: name -> parallelism or (parallelism, resources, slot_sharing_group)."""
-    graph = JobGraph(name)
-    for vertex, spec in vertices.items():
-        parallelism, resources, group = spec if isinstance(spec, tuple) else (spec, UNKNOWN, None)
-        graph.add_vertex(vertex, parallelism, resources, group)
-    for src, dst, distribution, *rest in edges:
-        keys = ("k",) if distribution == "hash" else ()
-        graph.connect(src, dst, distribution, rest[0] if rest else None, keys)
-    return graph
+    return core_jobs.make_job(vertices, edges, name)
 
 
 def region_with(plan, subtask):

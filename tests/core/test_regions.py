@@ -5,24 +5,20 @@ from pathlib import Path
 
 import pytest
 
-from regionflow.core.graph import JobGraph, load_job
+from regionflow.core.graph import load_job
 from regionflow.core.modes import ExchangeMode
 from regionflow.core.plan import Plan
 from regionflow.core.regions import _tarjan_components, build_regions
 from regionflow.core.topology import ExecutionTopology
 
+import core_jobs
+
 JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs"
 MODES = [m.value for m in ExchangeMode]
 
 
-def make_job(vertices, edges=()):
-    graph = JobGraph("r")
-    for vertex, parallelism in vertices.items():
-        graph.add_vertex(vertex, parallelism)
-    for src, dst, distribution, *rest in edges:
-        keys = ("k",) if distribution == "hash" else ()
-        graph.connect(src, dst, distribution, rest[0] if rest else None, keys)
-    return graph
+def make_job(vertices, edges=(), name="r"):
+    return core_jobs.make_job(vertices, edges, name)
 
 
 def region_sets(plan):

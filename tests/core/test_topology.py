@@ -6,7 +6,6 @@ import gc
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from regionflow.core.graph import JobGraph
 from regionflow.core.topology import (
     ExecutionTopology,
     gc_paused,
@@ -14,15 +13,11 @@ from regionflow.core.topology import (
     pointwise_producers,
 )
 
+import core_jobs
 
-def make_job(vertices, edges=()):
-    graph = JobGraph("t")
-    for vertex, parallelism in vertices.items():
-        graph.add_vertex(vertex, parallelism)
-    for src, dst, distribution, *rest in edges:
-        keys = ("k",) if distribution == "hash" else ()
-        graph.connect(src, dst, distribution, rest[0] if rest else None, keys)
-    return graph
+
+def make_job(vertices, edges=(), name="t"):
+    return core_jobs.make_job(vertices, edges, name)
 
 
 def names(topology, ids):

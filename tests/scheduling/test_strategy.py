@@ -20,6 +20,15 @@ def chain(mode="all-blocking", a=2, b=2, distribution="forward"):
     return Plan(graph, mode)
 
 
+def finish(scheduler, *units):
+    """Start and finish `units` in order; the last event's Progress."""
+    progress = None
+    for unit in units:
+        scheduler.on_started(unit)
+        progress = scheduler.on_finished(unit)
+    return progress
+
+
 def run_to_completion(scheduler):
     return run_to_completion_from(scheduler, scheduler.start())
 
@@ -60,9 +69,7 @@ def test_partition_group_released_when_all_consumers_finished():
     plan = chain(distribution="hash")
     scheduler = RegionScheduler(plan)
     scheduler.start()
-    for unit in (0, 1):
-        scheduler.on_started(unit)
-        scheduler.on_finished(unit)
+    finish(scheduler, 0, 1)
     scheduler.on_started(2)
     assert scheduler.on_finished(2).released_groups == []  # B#1 still has to read it
     scheduler.on_started(3)
@@ -73,9 +80,7 @@ def test_failure_restarts_region_and_waits_for_inputs_again():
     plan = chain(distribution="hash")
     scheduler = RegionScheduler(plan)
     scheduler.start()
-    for unit in (0, 1):
-        scheduler.on_started(unit)
-        scheduler.on_finished(unit)
+    finish(scheduler, 0, 1)
     scheduler.on_started(2)
     restart = scheduler.on_failed(2)
     assert restart.restarted == [2] and restart.cancel == [] and restart.ready == [2]
@@ -85,9 +90,7 @@ def test_failure_with_lost_input_restarts_producers_and_their_other_consumers():
     plan = chain(distribution="hash")
     scheduler = RegionScheduler(plan)
     scheduler.start()
-    for unit in (0, 1):
-        scheduler.on_started(unit)
-        scheduler.on_finished(unit)
+    finish(scheduler, 0, 1)
     scheduler.on_started(2)
     scheduler.on_started(3)
     restart = scheduler.on_failed(2, lost_groups=[0])
@@ -114,10 +117,7 @@ def test_released_input_counts_as_lost_on_restart():
     plan = chain(distribution="hash", b=1)
     scheduler = RegionScheduler(plan)
     scheduler.start()
-    for unit in (0, 1, 2):
-        scheduler.on_started(unit)
-        released = scheduler.on_finished(unit).released_groups
-    assert released == [0]
+    assert finish(scheduler, 0, 1, 2).released_groups == [0]
     # B#0 finished, its input was deleted; restarting it must re-run its producers first
     scheduler.state[2] = UnitState.RUNNING
     restart = scheduler.on_failed(2)
