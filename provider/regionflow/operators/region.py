@@ -26,7 +26,7 @@ from ..core.plan import Plan
 from ..scheduling.hosts import Host
 from ..spark.descriptors import DescriptorCache
 from ..spark.program import resolve_sink_path
-from ..spark.store import PartitionStore, SinkCommitter, safe_component
+from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_component
 from ..spark.submit import RegionSubmission, build_py_files
 from ..spark.task import UnitTask
 from ..spark.unit import UnitLayout, job_modules, unit_submission
@@ -246,7 +246,7 @@ def _importable(reference: str | None) -> bool:
 
 def _work_dir(config: RegionflowConfig, partitions: PartitionStore) -> str:
     """Local files of the run (task files, descriptors, zips): under the data dir when it is local."""
-    base = config.data_dir[len("file://"):] if config.data_dir.startswith("file://") else config.data_dir
+    base = local_path(config.data_dir)
     if "://" in base:
         base = os.path.join(os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "regionflow-work")
     path = os.path.join(base, partitions.run_id, "_tasks")

@@ -23,7 +23,7 @@ from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from .descriptors import DescriptorCache
 from .program import resolve_sink_path
-from .store import PartitionStore, SinkCommitter
+from .store import PartitionStore, SinkCommitter, local_path
 from .submit import RegionSubmission, build_py_files
 from .task import UnitTask
 from .unit import UnitLayout, job_modules, unit_submission
@@ -110,7 +110,7 @@ class LocalRunner:
         self.options = options
         self.run_id = options.run_id or f"run-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.store = PartitionStore(options.data_dir, self.run_id)
-        self.work_dir = os.path.join(_local_path(options.data_dir), self.run_id, "_tasks")
+        self.work_dir = os.path.join(local_path(options.data_dir), self.run_id, "_tasks")
         self.layout = UnitLayout(plan, options.max_shards)
         self.shards = self.layout.shards
         self.scheduler = self.layout.scheduler()
@@ -281,7 +281,7 @@ class LocalRunner:
 def run_reference(job_reference: str, plan: Plan, options: RunOptions) -> RunSummary:
     """The same vertex functions as one plain PySpark program (one submission, no regions)."""
     run_id = options.run_id or f"reference-{uuid.uuid4().hex[:6]}"
-    work_dir = os.path.join(_local_path(options.data_dir), run_id)
+    work_dir = os.path.join(local_path(options.data_dir), run_id)
     os.makedirs(work_dir, exist_ok=True)
     host = next(iter(options.cluster))
     result_path = os.path.join(work_dir, "reference.json")
@@ -306,7 +306,7 @@ def _check_reads(vertex) -> None:
     """A declared input path that is missing fails the run before Spark starts (local paths only:
     a remote URI is checked by Spark itself)."""
     for path in vertex.reads:
-        local = _local_path(path)
+        local = local_path(path)
         if "://" not in local and not os.path.exists(local):
             raise RunFailed(f"vertex {vertex.name!r} reads {path!r}, which does not exist; "
                             "create it or fix the path in the job")
@@ -334,9 +334,6 @@ def _failure_reason(result) -> str:
     tail = [line for line in result.log_tail if line.strip()][-3:]
     return f"spark-submit exited with {result.returncode}: " + " | ".join(tail)
 
-
-def _local_path(data_dir: str) -> str:
-    return data_dir[len("file://"):] if data_dir.startswith("file://") else data_dir
 
 
 __all__ = ["LocalRunner", "RunOptions", "RunSummary", "RunFailed", "run_reference"]
