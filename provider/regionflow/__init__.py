@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 PACKAGE_NAME = "airflow-provider-regionflow"
 
 
-def transform(dag, mode=None, max_shards=None, config=None, executor=None, speculation=False,
+def transform(dag, mode=None, max_shards=None, config=None, executor=None, speculation=None,
               speculation_config=None):
     """Compile the DAG's SparkVertexOperators into pipelined-region tasks (see regionflow.transformer)."""
     from .transformer import transform as _transform

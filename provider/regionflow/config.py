@@ -14,6 +14,7 @@ from typing import Any, Callable
 from .core.errors import SpecError
 from .core.modes import ExchangeMode
 from .scheduling.hosts import Cluster
+from .scheduling.speculation import SpeculationConfig, parse_switch
 
 SECTION = "regionflow"
 
@@ -44,6 +45,21 @@ OPTIONS: tuple[Option, ...] = (
            "executor logs a not-enough-resources notice.", "float", "300", "300"),
     Option("spark_conf", "JSON object of Spark conf passed to every region submission.", "string",
            '{"spark.sql.adaptive.enabled": "true"}', "{}"),
+    Option("speculation", "Default of regionflow.transform(speculation=): on or off. A DAG's transform() "
+           "argument and a vertex's SparkVertexOperator(speculation=) override it.", "string", "on", "off"),
+    Option("speculation_quantile", "Fraction of a region task's shards that must have finished before any "
+           "attempt is called slow; in (0, 1].", "float", "0.5", "0.75"),
+    Option("speculation_multiplier", "An attempt is slow once it has run this many times the median running "
+           "time of the finished shards; at least 1.", "float", "2", "1.5"),
+    Option("speculation_min_runtime", "Seconds an attempt must have run before it can be called slow. Flink "
+           "uses 60 s and Spark 0.1 s; 10 s is a few Spark submission start-ups, so a JVM that is merely "
+           "starting is never copied.", "float", "30", "10"),
+    Option("speculation_interval", "Seconds between two checks of a region's shards (a reschedule-mode "
+           "sensor checks at most every 5 s).", "float", "5", "1"),
+    Option("speculation_max_attempts", "At most this many concurrent attempts per shard (the original and "
+           "its copies); at least 2.", "integer", "3", "2"),
+    Option("speculation_weight_by_input", "Compare running times per input byte when the shards' inputs "
+           "differ in size: on or off.", "string", "off", "on"),
     Option("spark_conn_id", "Airflow connection used by SparkSubmitHook; empty: one managed connection per host "
            "master.", "string", "spark_default", ""),
 )
@@ -82,6 +98,8 @@ class RegionflowConfig:
     resource_wait_timeout: float
     spark_conf: dict[str, str] = field(default_factory=dict)
     spark_conn_id: str | None = None
+    speculation: bool = False
+    speculation_config: SpeculationConfig = field(default_factory=SpeculationConfig)
 
     @classmethod
     def from_airflow(cls) -> "RegionflowConfig":
@@ -111,6 +129,8 @@ class RegionflowConfig:
             resource_wait_timeout=_number("resource_wait_timeout", get("resource_wait_timeout"), float, minimum=0),
             spark_conf=_spark_conf(get("spark_conf")),
             spark_conn_id=get("spark_conn_id").strip() or None,
+            speculation=parse_switch(get("speculation"), f"[{SECTION}] speculation"),
+            speculation_config=_speculation_config(get),
         )
 
     @property
@@ -126,6 +146,25 @@ def _number(name: str, text: str, kind: type, minimum: float) -> Any:
     if value < minimum:
         raise SpecError(f"[{SECTION}] {name} = {value} must be at least {minimum}")
     return value
+
+
+SPECULATION_PREFIX = "speculation_"
+
+
+def _speculation_config(get: Callable[[str], str]) -> SpeculationConfig:
+    """The detector defaults from the ``speculation_*`` options; an error names the option at fault."""
+    values = {}
+    for option in OPTIONS:
+        if not option.name.startswith(SPECULATION_PREFIX):
+            continue
+        name = option.name[len(SPECULATION_PREFIX):]
+        text = get(option.name)
+        try:
+            SpeculationConfig.from_mapping({name: text})
+        except SpecError as error:
+            raise SpecError(f"[{SECTION}] {option.name} = {text!r}: {error}") from None
+        values[name] = text
+    return SpeculationConfig.from_mapping(values)
 
 
 def _spark_conf(text: str) -> dict[str, str]:

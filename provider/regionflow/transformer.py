@@ -44,16 +44,18 @@ class TransformResult:
 
 def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | None = None,
               config: RegionflowConfig | None = None, executor: str | None = None,
-              speculation: bool | str = False,
+              speculation: bool | str | None = None,
               speculation_config: SpeculationConfig | Mapping[str, Any] | None = None) -> TransformResult:
     """`executor`: the executor alias for the region tasks when regionflow is one of several
     executors (``[core] executor = LocalExecutor,regionflow:regionflow.executors.RegionExecutor``).
-    `speculation`: on/off for the DAG (vertices may override); `speculation_config`: the detector's
-    settings (quantile, multiplier, min_runtime, interval, max_attempts, weight_by_input)."""
-    dag_speculation = parse_switch(speculation, "(transform speculation=)")
-    spec_config = speculation_config if isinstance(speculation_config, SpeculationConfig) else \
-        SpeculationConfig.from_mapping(speculation_config or {})
+    `speculation`: on/off for the DAG (vertices may override; None: ``[regionflow] speculation``);
+    `speculation_config`: the detector's settings (quantile, multiplier, min_runtime, interval,
+    max_attempts, weight_by_input); a mapping overrides only the keys it names, the others come
+    from the ``[regionflow] speculation_*`` options."""
     config = config or RegionflowConfig.from_airflow()
+    dag_speculation = config.speculation if speculation is None else \
+        parse_switch(speculation, "(transform speculation=)")
+    spec_config = speculation_settings(config.speculation_config, speculation_config)
     vertices = [task for task in dag.tasks if isinstance(task, SparkVertexOperator)]
     if not vertices:
         raise JobGraphError(f"DAG {dag.dag_id!r} has no SparkVertexOperator; declare vertices before transform(dag)")
@@ -73,6 +75,19 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
                                            config, shards_limit, executor)
     register_job(graph)
     return TransformResult(plan, layout, region_tasks, policies, sensors)
+
+
+def speculation_settings(defaults: SpeculationConfig,
+                         given: SpeculationConfig | Mapping[str, Any] | None) -> SpeculationConfig:
+    """A complete SpeculationConfig wins; a mapping overrides the named keys of the configured defaults."""
+    if isinstance(given, SpeculationConfig):
+        return given
+    given = dict(given or {})
+    parsed = SpeculationConfig.from_mapping(given)  # names the option at fault; blank means "not given"
+    merged = {name: getattr(defaults, name) for name in defaults.__dataclass_fields__}
+    merged.update({name: getattr(parsed, name) for name, value in given.items()
+                   if value is not None and str(value).strip()})
+    return SpeculationConfig(**merged)
 
 
 def _speculation_tasks(dag, plan: Plan, layout: UnitLayout, region_tasks: dict[int, Any],

@@ -158,3 +158,39 @@ def test_region_tasks_can_name_their_executor_alias(config):
     regionflow.transform(dag, config=config, executor="regionflow")
     assert dag.get_task("v").executor == "regionflow"
     assert dag.get_task("plain").executor is None
+
+
+def test_speculation_options_come_from_the_config_and_name_the_option_at_fault():
+    options = {"speculation": "on", "speculation_quantile": "0.5", "speculation_min_runtime": "30"}
+    config = RegionflowConfig.from_values(lambda name: options.get(name, ""), airflow_home="/x")
+    assert config.speculation is True
+    assert (config.speculation_config.quantile, config.speculation_config.min_runtime,
+            config.speculation_config.multiplier) == (0.5, 30.0, 1.5)
+    defaults = RegionflowConfig.from_values(lambda name: "", airflow_home="/x")
+    assert defaults.speculation is False and defaults.speculation_config.quantile == 0.75
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] speculation_quantile = '1.5'.*quantile"):
+        RegionflowConfig.from_values(lambda name: {"speculation_quantile": "1.5"}.get(name, ""), airflow_home="/x")
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] speculation_multiplier = '0.5'"):
+        RegionflowConfig.from_values(lambda name: {"speculation_multiplier": "0.5"}.get(name, ""), airflow_home="/x")
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] speculation"):
+        RegionflowConfig.from_values(lambda name: {"speculation": "maybe"}.get(name, ""), airflow_home="/x")
+
+
+def test_transform_takes_speculation_defaults_from_the_config_and_overrides_named_keys():
+    options = {"hosts": "h1:slots=4;h2:slots=2", "max_shards": "2", "speculation": "on",
+               "speculation_quantile": "0.5", "speculation_min_runtime": "30"}
+    config = RegionflowConfig.from_values(lambda name: options.get(name, ""), airflow_home="/x")
+    dag, _ = example(config)  # transform() without speculation arguments
+    sensors = [task for task in dag.tasks if task.task_id.endswith("__speculation")]
+    assert sensors and {sensor.config.quantile for sensor in sensors} == {0.5}
+    assert {sensor.config.min_runtime for sensor in sensors} == {30.0}
+    with new_dag("overridden") as dag:
+        SparkVertexOperator(task_id="v", parallelism=4, fn=job.generate_orders)
+    result = regionflow.transform(dag, config=config, max_shards=2, speculation_config={"multiplier": 3, "quantile": ""})
+    sensor = next(task for task in dag.tasks if task.task_id.endswith("__speculation"))
+    assert (sensor.config.multiplier, sensor.config.quantile, sensor.config.min_runtime) == (3.0, 0.5, 30.0)
+    assert any(policy.enabled for policy in result.speculation.values())
+    with new_dag("off") as dag:
+        SparkVertexOperator(task_id="v", parallelism=4, fn=job.generate_orders)
+    regionflow.transform(dag, config=config, max_shards=2, speculation=False)
+    assert not [task for task in dag.tasks if task.task_id.endswith("__speculation")]

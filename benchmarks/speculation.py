@@ -1,0 +1,159 @@
+"""Speculation on a really slow host: the example job with 8 shards on two hosts, one slowed down.
+
+One embedded Airflow stack (RegionExecutor; hosts a and b with one slot each, pinned to cores 0
+and 1) runs the example job (orders and clean with parallelism 8, so their region task has 8
+shards) three times in the same invocation:
+
+1. no slowdown, speculation off (the baseline);
+2. host a slowed down, speculation off;
+3. host a slowed down, speculation on (the detector's settings are printed).
+
+"Slowed down" is real CPU contention, not a sleep in the job: CPU hogs pinned to core 0 in their
+own sessions (`regionflow.slow_host.CpuHogs`), running from the trigger to the end of the run.
+Printed: each run's makespan (DAG run start to end), its ratio to the baseline, the run's
+copies (requested, won) and the sink checksum, which must be equal in all three runs.
+
+Usage: .venv/bin/python benchmarks/speculation.py [--hogs 4] [--nice 0] [--quantile 0.75]
+       [--multiplier 1.5] [--min-runtime 10] [--blocklist-expiry 300]
+
+`--blocklist-expiry` defaults to 300 s rather than the product's 60 s: the hogs run for the whole
+run, so the slow host stays slow, and an operator who knows that sets the expiry to cover the run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from datetime import datetime
+
+from regionflow.core.graph import load_dag_file_job
+from regionflow.core.plan import Plan
+from regionflow.embedded import EmbeddedAirflow
+from regionflow.operators.region import run_key_for
+from regionflow.slow_host import CpuHogs
+from regionflow.spark.store import PartitionStore
+from regionflow.spark.unit import UnitLayout
+from regionflow.store import RegionflowStore
+
+SHARDS = 8
+DAG_SOURCE = '''
+from datetime import datetime
+from airflow.sdk import DAG
+import regionflow
+from regionflow.examples import orders as job
+from regionflow.operators import SparkVertexOperator, broadcast, forward, hash_by, rescale
+
+def example(dag_id, speculation):
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_tasks=32) as dag:
+        orders = SparkVertexOperator(task_id="orders", parallelism={shards}, fn=job.generate_orders)
+        products = SparkVertexOperator(task_id="products", parallelism=1, fn=job.generate_products)
+        clean = SparkVertexOperator(task_id="clean", parallelism={shards}, fn=job.clean_orders)
+        enrich = SparkVertexOperator(task_id="enrich", parallelism=2, fn=job.enrich_orders)
+        totals = SparkVertexOperator(task_id="totals", parallelism=4, fn=job.total_by_customer,
+                                     sink="bench/" + dag_id + "/totals")
+        orders >> forward() >> clean >> rescale() >> enrich >> hash_by("customer_id") >> totals
+        products >> broadcast() >> enrich
+    regionflow.transform(dag, mode="forward-pipelined-only", max_shards={shards}, speculation=speculation,
+                         speculation_config={speculation_config!r})
+    return dag
+
+speculation_off = example("speculation_off", False)
+speculation_on = example("speculation_on", True)
+'''
+
+
+def main() -> None:
+    args = parse_args()
+    root = tempfile.mkdtemp(prefix="rf-bench-speculation-")
+    speculation_config = {"quantile": args.quantile, "multiplier": args.multiplier, "min_runtime": args.min_runtime,
+                          "interval": 1}
+    stack = stack_for(root, speculation_config, args.blocklist_expiry)
+    runs = (("no_slowdown", "speculation_off", False), ("slow_host_speculation_off", "speculation_off", True),
+            ("slow_host_speculation_on", "speculation_on", True))
+    print(json.dumps({"hosts": "a:slots=1,affinity=0;b:slots=1,affinity=1", "shards": SHARDS,
+                      "hogs": {"count": args.hogs, "nice": args.nice, "cores": [0]},
+                      "speculation": speculation_config, "blocklist_expiry_s": args.blocklist_expiry}), flush=True)
+    result: dict = {}
+    with stack.start():
+        for dag_id in ("speculation_off", "speculation_on"):
+            stack.wait_for_dag(dag_id)
+            stack.unpause(dag_id)
+        for name, dag_id, slow in runs:
+            hogs = CpuHogs([0], count=args.hogs, nice=args.nice) if slow else None
+            result[name] = measure(stack, dag_id, hogs)
+            if name != "no_slowdown":
+                result[name]["ratio_to_no_slowdown"] = round(
+                    result[name]["makespan_s"] / result["no_slowdown"]["makespan_s"], 2)
+            print(json.dumps({name: result[name]}), flush=True)
+    checksums = {figures["checksum"] for figures in result.values()}
+    result["same_checksum_in_every_run"] = len(checksums) == 1
+    print(json.dumps(result, indent=2))
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hogs", type=int, default=4, help="CPU hogs on core 0 (host a)")
+    parser.add_argument("--nice", type=int, default=0, help="the hogs' nice (negative needs root)")
+    parser.add_argument("--quantile", type=float, default=0.75)
+    parser.add_argument("--multiplier", type=float, default=1.5)
+    parser.add_argument("--min-runtime", type=float, default=10.0)
+    parser.add_argument("--blocklist-expiry", type=float, default=300.0)
+    return parser.parse_args()
+
+
+def stack_for(root: str, speculation_config: dict, blocklist_expiry: float) -> EmbeddedAirflow:
+    home = os.path.join(root, "home")
+    dags = os.path.join(root, "dags")
+    os.makedirs(dags)
+    with open(os.path.join(dags, "speculation_bench.py"), "w", encoding="utf-8") as handle:
+        handle.write(DAG_SOURCE.format(shards=SHARDS, speculation_config=speculation_config))
+    options = {"hosts": "a:slots=1,affinity=0;b:slots=1,affinity=1", "data_dir": os.path.join(root, "data"),
+               "blocklist_expiry": str(blocklist_expiry)}
+    return EmbeddedAirflow(home, dags, regionflow_options=options)
+
+
+def measure(stack: EmbeddedAirflow, dag_id: str, hogs: CpuHogs | None) -> dict:
+    try:
+        if hogs:
+            hogs.start()
+        run_id = stack.trigger(dag_id)
+        state = stack.wait_for_run(dag_id, run_id, timeout=3600)
+    finally:
+        if hogs:
+            hogs.stop()
+    run = stack.dag_run(dag_id, run_id)
+    makespan = (_at(run["end_date"]) - _at(run["start_date"])).total_seconds()
+    store = RegionflowStore.from_config(f"sqlite:///{os.path.join(stack.home, 'regionflow.db')}")
+    _wait_for_copies_to_close(store, dag_id, run_id)
+    copies = store.copy_requests(dag_id, run_id)
+    attempts = store.attempts(dag_id, run_id)
+    return {"state": state, "makespan_s": round(makespan, 1),
+            "submissions": len(attempts),
+            "attempts_on_a": sum(1 for a in attempts if a.host == "a"),
+            "copies_requested": len(copies),
+            "copies_won": sum(1 for c in copies if c.state.value == "won"),
+            "checksum": sink_checksum(stack, dag_id, run_id)}
+
+
+def _wait_for_copies_to_close(store: RegionflowStore, dag_id: str, run_id: str, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while any(c.is_open for c in store.copy_requests(dag_id, run_id)) and time.time() < deadline:
+        time.sleep(1)
+
+
+def sink_checksum(stack: EmbeddedAirflow, dag_id: str, run_id: str) -> str | None:
+    data_dir = stack.regionflow_options["data_dir"]
+    plan = Plan(load_dag_file_job(os.path.join(stack.dags_folder, "speculation_bench.py"), dag_id))
+    layout = UnitLayout(plan, SHARDS)
+    figures = layout.sink_figures(PartitionStore(data_dir, run_key_for(dag_id, run_id)), data_dir)["totals"]
+    return f"{figures['rows']} rows, {figures['checksum']}"
+
+
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+if __name__ == "__main__":
+    main()
