@@ -12,6 +12,8 @@ COMMANDS = [
     [sys.executable, "-c", "from regionflow.spark.descriptors import bench_descriptors as b; import json; "
                            "print(json.dumps(b(), indent=2))"],
     [sys.executable, "benchmarks/spark_modes.py"],
+    [sys.executable, "benchmarks/airflow_executor.py"],
+    [sys.executable, "benchmarks/speculation.py"],
 ]
 
 if __name__ == "__main__":

@@ -9,12 +9,18 @@ shards) three times in the same invocation:
 3. host a slowed down, speculation on (the detector's settings are printed).
 
 "Slowed down" is real CPU contention, not a sleep in the job: CPU hogs pinned to core 0 in their
-own sessions (`regionflow.slow_host.CpuHogs`), running from the trigger to the end of the run.
+own sessions (`regionflow.slow_host.CpuHogs`), from the trigger to the end of the run
+(``--slowdown whole-run``) or until every shard of the 8-shard region task has committed
+(``--slowdown first-region``: a host that is slow for a while, the long tail speculation is for).
 Printed: each run's makespan (DAG run start to end), its ratio to the baseline, the run's
 copies (requested, won) and the sink checksum, which must be equal in all three runs.
 
-Usage: .venv/bin/python benchmarks/speculation.py [--hogs 4] [--nice 0] [--quantile 0.75]
-       [--multiplier 1.5] [--min-runtime 10] [--blocklist-expiry 300]
+Usage: .venv/bin/python benchmarks/speculation.py [--slowdown whole-run|first-region] [--hogs 4]
+       [--nice 0] [--quantile 0.75] [--multiplier 1.5] [--min-runtime 10] [--blocklist-expiry 300]
+
+With the whole run slowed, host a does about a fifth of its work (4 hogs at nice 0), so the cluster
+has 1.2 hosts' worth of CPU instead of 2: no scheduler can finish CPU-bound work in less than about
+2 / 1.2 = 1.67x the no-slowdown makespan.
 
 `--blocklist-expiry` defaults to 300 s rather than the product's 60 s: the hogs run for the whole
 run, so the slow host stays slow, and an operator who knows that sets the expiry to cover the run.
@@ -25,6 +31,7 @@ import argparse
 import json
 import os
 import tempfile
+import threading
 import time
 from datetime import datetime
 
@@ -38,6 +45,7 @@ from regionflow.spark.unit import UnitLayout
 from regionflow.store import RegionflowStore
 
 SHARDS = 8
+SHARDED_TASK = "orders__clean"  # the region task with SHARDS shards
 DAG_SOURCE = '''
 from datetime import datetime
 from airflow.sdk import DAG
@@ -73,7 +81,7 @@ def main() -> None:
     runs = (("no_slowdown", "speculation_off", False), ("slow_host_speculation_off", "speculation_off", True),
             ("slow_host_speculation_on", "speculation_on", True))
     print(json.dumps({"hosts": "a:slots=1,affinity=0;b:slots=1,affinity=1", "shards": SHARDS,
-                      "hogs": {"count": args.hogs, "nice": args.nice, "cores": [0]},
+                      "hogs": {"count": args.hogs, "nice": args.nice, "cores": [0], "slowdown": args.slowdown},
                       "speculation": speculation_config, "blocklist_expiry_s": args.blocklist_expiry}), flush=True)
     result: dict = {}
     with stack.start():
@@ -82,7 +90,7 @@ def main() -> None:
             stack.unpause(dag_id)
         for name, dag_id, slow in runs:
             hogs = CpuHogs([0], count=args.hogs, nice=args.nice) if slow else None
-            result[name] = measure(stack, dag_id, hogs)
+            result[name] = measure(stack, dag_id, hogs, args.slowdown)
             if name != "no_slowdown":
                 result[name]["ratio_to_no_slowdown"] = round(
                     result[name]["makespan_s"] / result["no_slowdown"]["makespan_s"], 2)
@@ -94,6 +102,7 @@ def main() -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slowdown", choices=("whole-run", "first-region"), default="whole-run")
     parser.add_argument("--hogs", type=int, default=4, help="CPU hogs on core 0 (host a)")
     parser.add_argument("--nice", type=int, default=0, help="the hogs' nice (negative needs root)")
     parser.add_argument("--quantile", type=float, default=0.75)
@@ -114,18 +123,23 @@ def stack_for(root: str, speculation_config: dict, blocklist_expiry: float) -> E
     return EmbeddedAirflow(home, dags, regionflow_options=options)
 
 
-def measure(stack: EmbeddedAirflow, dag_id: str, hogs: CpuHogs | None) -> dict:
+def measure(stack: EmbeddedAirflow, dag_id: str, hogs: CpuHogs | None, slowdown: str) -> dict:
+    store = RegionflowStore.from_config(f"sqlite:///{os.path.join(stack.home, 'regionflow.db')}")
+    stopped = threading.Event()
     try:
         if hogs:
             hogs.start()
         run_id = stack.trigger(dag_id)
+        if hogs and slowdown == "first-region":
+            threading.Thread(target=stop_when_sharded_task_done, args=(store, dag_id, run_id, hogs, stopped),
+                             daemon=True).start()
         state = stack.wait_for_run(dag_id, run_id, timeout=3600)
     finally:
+        stopped.set()
         if hogs:
             hogs.stop()
     run = stack.dag_run(dag_id, run_id)
     makespan = (_at(run["end_date"]) - _at(run["start_date"])).total_seconds()
-    store = RegionflowStore.from_config(f"sqlite:///{os.path.join(stack.home, 'regionflow.db')}")
     _wait_for_copies_to_close(store, dag_id, run_id)
     copies = store.copy_requests(dag_id, run_id)
     attempts = store.attempts(dag_id, run_id)
@@ -135,6 +149,15 @@ def measure(stack: EmbeddedAirflow, dag_id: str, hogs: CpuHogs | None) -> dict:
             "copies_requested": len(copies),
             "copies_won": sum(1 for c in copies if c.state.value == "won"),
             "checksum": sink_checksum(stack, dag_id, run_id)}
+
+
+def stop_when_sharded_task_done(store: RegionflowStore, dag_id: str, run_id: str, hogs: CpuHogs,
+                                stopped: threading.Event) -> None:
+    while not stopped.wait(1):
+        done = {a.map_index for a in store.attempts(dag_id, run_id, SHARDED_TASK) if a.state == "succeeded"}
+        if len(done) == SHARDS:
+            break
+    hogs.stop()
 
 
 def _wait_for_copies_to_close(store: RegionflowStore, dag_id: str, run_id: str, timeout: float = 60) -> None:
