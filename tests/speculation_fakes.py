@@ -31,6 +31,7 @@ class FakeSubmission:
     """`behaviour(submission)` plays the application; it should watch `killed` to end early."""
 
     behaviour: Callable[["FakeSubmission"], FakeResult]
+    master: str | None = None  # a spark:// URL makes the attempt's MasterWatcher watch it
     killed: threading.Event = field(default_factory=threading.Event)
     ran: threading.Event = field(default_factory=threading.Event)
 

@@ -209,3 +209,30 @@ def test_a_late_result_of_an_earlier_sensor_poke_is_not_reported(settings, monke
     assert sensor.key not in ex.event_buffer and ex.has_task(sensor.ti)
     ex.change_state(sensor.key, TaskInstanceState.SUCCESS)  # poke 3's result
     assert ex.event_buffer[sensor.key][0] == TaskInstanceState.SUCCESS and not ex.has_task(sensor.ti)
+
+
+def test_a_copy_whose_host_is_lost_fails_frees_its_slots_and_leaves_the_original(settings, store, monkeypatch):
+    import socket
+
+    with socket.socket() as closed:  # a port nobody listens on: the copy's master is gone
+        closed.bind(("127.0.0.1", 0))
+        gone = f"spark://127.0.0.1:{closed.getsockname()[1]}"
+    fakes = Submissions(runs_until_killed(timeout=30))
+    made = fakes.__call__
+
+    def on_a_lost_master(*args, **kwargs):
+        submission = made(*args, **kwargs)
+        submission.master = gone
+        return submission
+
+    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", on_a_lost_master)
+    ex = executor(monkeypatch)
+    ex.host_lost_timeout = 1.0
+    asked = request(store, settings, excluded=("b",))
+    ex.sync()
+    settle_copies(ex, store, asked.request_id, timeout=20)
+    done = store.copy_request(asked.request_id)
+    assert done.state is CopyState.FAILED and done.message.startswith(f"host lost: master {gone}")
+    [attempt] = store.attempts("d", "r1", "t")
+    assert attempt.speculative and attempt.state == "killed" and "host lost" in attempt.message
+    assert fakes.made[0].killed.is_set() and ex.pool.free_slots() == 4 and not ex.event_buffer

@@ -28,10 +28,12 @@ TINY_APP = textwrap.dedent(
             time.sleep(0.2)
     count = spark.range(1000).count()
     print(f"tiny-app: counted {count}", flush=True)
-    if mode.startswith("hold:"):
+    if mode.startswith(("hold:", "twice:")):
         deadline = time.time() + 60
-        while not os.path.exists(mode[5:]) and time.time() < deadline:
+        while not os.path.exists(mode.split(":", 1)[1]) and time.time() < deadline:
             time.sleep(0.1)
+    if mode.startswith("twice:"):  # a second job, which needs executors again
+        count = spark.range(100000).repartition(4).count()
     result = {"count": count, "master": spark.sparkContext.master,
               "affinity": sorted(os.sched_getaffinity(0))}
     with open(out_path, "w") as handle:
@@ -69,7 +71,8 @@ def spark_scripts_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def tiny_app(spark_scripts_dir: str) -> str:
-    """A PySpark app: ``tiny_app.py OUT MODE``; MODE ``count``, ``sleep`` or ``hold:<file>``."""
+    """A PySpark app: ``tiny_app.py OUT MODE``; MODE ``count``, ``sleep``, ``hold:<file>`` or ``twice:<file>``
+    (count, wait for the file, count again)."""
     path = os.path.join(spark_scripts_dir, "tiny_app.py")
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(TINY_APP)

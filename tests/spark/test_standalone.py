@@ -1,16 +1,19 @@
-"""Tests of regionflow.spark.standalone: a real master + worker on 127.0.0.1 and one real
-submission to it through RegionSubmission."""
+"""Tests of regionflow.spark.standalone: a real master + worker on 127.0.0.1 and real submissions to
+it through RegionSubmission, one of them losing its host mid-job (MasterWatcher)."""
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import time
 
 import pytest
 
 from regionflow.core.resources import ResourceProfile
 from regionflow.spark.standalone import StandaloneCluster, StandaloneClusterError, listening_sockets
 from regionflow.spark.submit import RegionSubmission, build_submit_kwargs, process_group_members
+from regionflow.spark.watch import MasterWatcher, any_master_answers, explain, standalone_masters
 
 # Two 512 MiB executors fit the fixture's 1 GiB worker.
 HALF_GIB_SLOT = ResourceProfile.of(cpu=1, heap_mib=512)
@@ -81,3 +84,45 @@ def test_a_cluster_that_does_not_come_up_in_time_is_stopped_with_an_error(tmp_pa
     assert "master" in str(error.value) and cluster.pids == []
     leaders = [int((tmp_path / "pids" / name).read_text()) for name in os.listdir(tmp_path / "pids")]
     assert len(leaders) == 2 and all(process_group_members(pid) == [] for pid in leaders)
+
+
+@pytest.mark.timeout(300)
+def test_an_attempt_whose_standalone_host_is_lost_is_killed_with_the_reason(tiny_app, tmp_path):
+    """Spark's driver waits forever for a lost master and worker; the MasterWatcher ends the attempt."""
+    out, release = tmp_path / "out.json", tmp_path / "release"
+    cluster = StandaloneCluster(workers=1, cores_per_worker=2, memory_per_worker="1g",
+                                work_dir=str(tmp_path / "cluster")).start()
+    master_url = cluster.master_url
+    lost_at: list[float] = []
+
+    def lose_the_host_after_the_first_job(line: str) -> None:
+        if "tiny-app: counted" in line and not lost_at:
+            lost_at.append(time.monotonic())
+            cluster.stop(grace_seconds=1)
+            release.touch()
+
+    try:
+        kwargs = build_submit_kwargs(application=tiny_app, application_args=[str(out), f"twice:{release}"],
+                                     master=master_url, slots=2, slot_profile=HALF_GIB_SLOT,
+                                     job_conf=None, py_files=[], name="host loss test")
+        submission = RegionSubmission(tiny_app, kwargs, on_line=lose_the_host_after_the_first_job)
+        with MasterWatcher(submission.master, submission, timeout=5, interval=0.5) as watcher:
+            result = submission.run()
+    finally:
+        cluster.stop()
+    assert lost_at, result.describe()
+    assert not result.ok and result.killed and not out.exists()
+    assert watcher.lost and master_url in watcher.lost and "did not answer for 5 s" in watcher.lost
+    assert time.monotonic() - lost_at[0] < 60  # ended by the watcher, not by waiting
+    assert explain(result, watcher).startswith("host lost: master spark://127.0.0.1:")
+
+
+def test_only_standalone_masters_are_watched():
+    assert standalone_masters("local[2]") == [] and standalone_masters(None) == []
+    assert standalone_masters("spark://127.0.0.1:7077,[::1]:7078") == [("127.0.0.1", 7077), ("::1", 7078)]
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert any_master_answers([("127.0.0.1", port)])
+    assert not any_master_answers([("127.0.0.1", port)])

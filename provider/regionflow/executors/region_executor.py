@@ -50,7 +50,7 @@ from ..scheduling.pool import Bulk, Grant, SlotPool
 from ..spark.store import PartitionStore
 from ..spark.task import UnitTask
 from ..spark.unit import unit_submission
-from ..spark.watch import CommitWatcher, settle
+from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S, CommitWatcher, MasterWatcher, explain, settle
 from ..store import CopyRequestRecord, CopyState, RegionflowStore, StoreError
 from ..transformer import EXECUTOR_CONFIG_KEY
 
@@ -81,6 +81,7 @@ class RegionExecutor(LocalExecutor):
         self._copy_done: queue.Queue[str] = queue.Queue()  # bulk ids whose copy ended (from threads)
         self._mirrored_blocks: dict[tuple[str, str], float] = {}  # (job, host) -> store expiry mirrored
         self._copy_sequence = 0
+        self.host_lost_timeout = DEFAULT_HOST_LOST_TIMEOUT_S  # a copy whose master is silent this long is killed
         self._slotless_runs: dict[Any, int] = {}  # key -> runs of a slot-less task not yet reported
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -331,10 +332,12 @@ class RegionExecutor(LocalExecutor):
                                  unit_key=task.unit_key, host=host_name, speculative=True)
         self.log.info("RegionExecutor: speculative copy %s of %s[%d] runs as attempt %s on host %s",
                       request.bulk_id, request.task_id, request.map_index, attempt_id, host_name)
-        with CommitWatcher(partitions, task.unit_key, attempt_id, submission):
+        with CommitWatcher(partitions, task.unit_key, attempt_id, submission), \
+                MasterWatcher(getattr(submission, "master", None), submission, self.host_lost_timeout) as host_watch:
             result = submission.run()
         outcome = settle(result, partitions, task.unit_key, attempt_id)
-        self.store.end_attempt(attempt_id, outcome.state, None if result.ok else result.describe()[:2000])
+        failure = None if result.ok else explain(result, host_watch)[:2000]
+        self.store.end_attempt(attempt_id, outcome.state, failure)
         if outcome.winner is not None:
             self.store.record_commit(request.dag_id, request.run_id, task.unit_key, outcome.winner_attempt)
         if outcome.state == "succeeded":
@@ -344,8 +347,8 @@ class RegionExecutor(LocalExecutor):
         elif outcome.state == "lost_commit":
             self._mark_copy(request.request_id, CopyState.LOST,
                             message=f"attempt {outcome.winner_attempt} on {outcome.winner_host} committed first")
-        else:
-            self._mark_copy(request.request_id, CopyState.FAILED, message=result.describe()[:2000])
+        else:  # e.g. its host was lost: the slots go back, the shard goes on with the original
+            self._mark_copy(request.request_id, CopyState.FAILED, message=failure)
 
     def _mark_copy(self, request_id: int, state: CopyState, message: str | None = None) -> None:
         try:

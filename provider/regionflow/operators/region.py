@@ -30,7 +30,7 @@ from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_compon
 from ..spark.submit import RegionSubmission, build_py_files
 from ..spark.task import UnitTask
 from ..spark.unit import UnitLayout, job_modules, unit_submission
-from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, CommitWatcher, Settlement, settle
+from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, CommitWatcher, MasterWatcher, Settlement, explain, settle
 from ..store import RegionflowStore
 
 
@@ -78,14 +78,18 @@ class RegionOperator(BaseOperator):
         store.start_attempt(attempt_id=attempt, bulk_id=bulk_id, dag_id=dag.dag_id, run_id=run_id,
                             task_id=ti.task_id, map_index=ti.map_index, unit_key=task.unit_key, host=host.name,
                             speculative=False)
-        with CommitWatcher(prepared.partitions, task.unit_key, attempt, self._submission, self.watch_interval):
+        with CommitWatcher(prepared.partitions, task.unit_key, attempt, self._submission, self.watch_interval), \
+                MasterWatcher(self._submission.master, self._submission) as host_watch:
             result = self._submission.run()
         outcome = settle(result, prepared.partitions, task.unit_key, attempt)
-        store.end_attempt(attempt, outcome.state, None if result.ok else result.describe()[:2000])
+        store.end_attempt(attempt, outcome.state, None if result.ok else explain(result, host_watch)[:2000])
+        if host_watch.lost:
+            self.log.error("unit %s on host %s: %s", task.unit_name, host.name, host_watch.lost)
         if not outcome.unit_done:
             outcome = self._wait_for_copies(store, prepared, dag.dag_id, run_id, ti, outcome)
         if not outcome.unit_done:
-            raise RegionTaskFailed(f"unit {task.unit_name} failed: {_reason(result)}")
+            reason = host_watch.lost or _reason(result)
+            raise RegionTaskFailed(f"unit {task.unit_name} failed: {reason}")
         winner = store.record_commit(dag.dag_id, run_id, task.unit_key, outcome.winner_attempt)
         store.cancel_copies(dag.dag_id, run_id, ti.task_id, ti.map_index)
         if winner == attempt:

@@ -5,17 +5,27 @@ under a `CommitWatcher`: a thread polling the partition store's committed manife
 `interval` seconds. When another attempt committed first, the watcher kills this attempt's
 application (it could only discard its output) and its temporary attempt directory is deleted.
 `settle` turns a finished submission into the attempt's end state from the one source of truth,
-the committed manifest (PartitionStore.commit is atomic first-commit-wins). No Airflow imports.
+the committed manifest (PartitionStore.commit is atomic first-commit-wins).
+
+A `MasterWatcher` ends an attempt whose host is gone. Spark's driver does not: a client-mode
+driver whose standalone master and worker were stopped in the middle of a job was still waiting
+for executors 214 s later, until it was killed. So, while an attempt runs on a ``spark://``
+master, the watcher connects to the master's port every `interval` seconds, and once none of its
+masters has answered for `timeout` seconds it kills the submission and says why. ``local[k]``
+masters run on this machine and are not watched. No Airflow imports.
 """
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from .store import CommittedUnit, PartitionStore
 
 DEFAULT_WATCH_INTERVAL_S = 1.0
+DEFAULT_HOST_LOST_TIMEOUT_S = 30.0
 
 
 class CommitWatcher:
@@ -54,6 +64,72 @@ class CommitWatcher:
                 self.beaten_by = committed
                 self.submission.kill(wait=False)
                 return
+
+
+def standalone_masters(master: str | None) -> list[tuple[str, int]]:
+    """(host, port) of every master of a ``spark://h1:p1,h2:p2`` URL; [] for any other master."""
+    if not master or not master.startswith("spark://"):
+        return []
+    addresses = []
+    for part in master[len("spark://"):].split(","):
+        host, _, port = part.strip().rpartition(":")
+        if host and port.isdigit():
+            addresses.append((host.strip("[]"), int(port)))
+    return addresses
+
+
+def any_master_answers(addresses: list[tuple[str, int]], connect_timeout: float = 2.0) -> bool:
+    for address in addresses:
+        try:
+            with socket.create_connection(address, timeout=connect_timeout):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+class MasterWatcher:
+    """Kill `submission` once its standalone master has not answered for `timeout` seconds."""
+
+    def __init__(self, master: str | None, submission: Any, timeout: float = DEFAULT_HOST_LOST_TIMEOUT_S,
+                 interval: float = 2.0) -> None:
+        self.master = master
+        self.addresses = standalone_masters(master)
+        self.submission = submission
+        self.timeout = timeout
+        self.interval = interval
+        self.lost: str | None = None  # why the host counts as lost, once this watcher killed the submission
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="master-watch", daemon=True)
+
+    def __enter__(self) -> "MasterWatcher":
+        if self.addresses:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=self.interval + 5.0)
+
+    def _watch(self) -> None:
+        last_answer = time.monotonic()
+        while not self._stop.wait(self.interval):
+            if any_master_answers(self.addresses):
+                last_answer = time.monotonic()
+            elif time.monotonic() - last_answer >= self.timeout:
+                self.lost = (f"host lost: master {self.master} did not answer for {self.timeout:.0f} s; "
+                             f"the attempt was killed (Spark's driver would wait for it forever)")
+                self.submission.kill(wait=False)
+                return
+
+
+def explain(result: Any, master_watcher: MasterWatcher | None) -> str:
+    """The failure text of an attempt: the host-lost reason first when that is why it ended."""
+    described = result.describe()
+    if master_watcher is not None and master_watcher.lost:
+        return f"{master_watcher.lost}; {described}"
+    return described
 
 
 @dataclass(frozen=True)
@@ -100,4 +176,5 @@ def _discard_quietly(partitions: PartitionStore, unit_key: str, attempt_id: str)
         pass
 
 
-__all__ = ["CommitWatcher", "DEFAULT_WATCH_INTERVAL_S", "Settlement", "settle"]
+__all__ = ["CommitWatcher", "DEFAULT_HOST_LOST_TIMEOUT_S", "DEFAULT_WATCH_INTERVAL_S", "MasterWatcher",
+           "Settlement", "any_master_answers", "explain", "settle", "standalone_masters"]
