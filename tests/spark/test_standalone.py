@@ -98,7 +98,7 @@ def test_an_attempt_whose_standalone_host_is_lost_is_killed_with_the_reason(tiny
     def lose_the_host_after_the_first_job(line: str) -> None:
         if "tiny-app: counted" in line and not lost_at:
             lost_at.append(time.monotonic())
-            cluster.stop(grace_seconds=1)
+            cluster.vanish()
             release.touch()
 
     try:

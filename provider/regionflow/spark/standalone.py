@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -124,6 +125,19 @@ class StandaloneCluster:
         self._daemons = []
         if self._own_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def vanish(self) -> None:
+        """SIGKILL the master, then every worker with its executors, as a machine that goes away does.
+
+        Unlike `stop`, nothing shuts down in order: a master stopped after its workers may still
+        remove the application (ending the driver); a vanished one never answers again.
+        """
+        for daemon in self._daemons:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(daemon.process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                daemon.process.wait(timeout=10)
+        self.stop(grace_seconds=1)
 
     def __enter__(self) -> "StandaloneCluster":
         return self.start()
