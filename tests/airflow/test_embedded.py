@@ -276,4 +276,7 @@ def _start_time(pid: int) -> str | None:
             stat = handle.read()
     except OSError:
         return None
-    return stat[stat.rfind(")") + 2:].split()[19]
+    fields = stat[stat.rfind(")") + 2:].split()
+    if fields[0] in ("Z", "X"):  # exited, waiting to be reaped (orphans go to PID 1, which may be slow to)
+        return None
+    return fields[19]
