@@ -37,13 +37,9 @@ import threading
 import time
 from datetime import datetime
 
-from regionflow.core.graph import load_dag_file_job
-from regionflow.core.plan import Plan
 from regionflow.embedded import EmbeddedAirflow
-from regionflow.operators.region import run_key_for
+from regionflow.operators.region import dag_run_outputs
 from regionflow.slow_host import CpuHogs
-from regionflow.spark.store import PartitionStore
-from regionflow.spark.unit import UnitLayout
 from regionflow.store import RegionflowStore
 
 SHARDS = 8
@@ -174,9 +170,9 @@ def _wait_for_copies_to_close(store: RegionflowStore, dag_id: str, run_id: str, 
 
 def sink_checksum(stack: EmbeddedAirflow, dag_id: str, run_id: str) -> str | None:
     data_dir = stack.regionflow_options["data_dir"]
-    plan = Plan(load_dag_file_job(os.path.join(stack.dags_folder, "speculation_bench.py"), dag_id))
-    layout = UnitLayout(plan, SHARDS)
-    figures = layout.sink_figures(PartitionStore(data_dir, run_key_for(dag_id, run_id)), data_dir)["totals"]
+    layout, partitions = dag_run_outputs(os.path.join(stack.dags_folder, "speculation_bench.py"), dag_id, run_id,
+                                         data_dir, SHARDS)
+    figures = layout.sink_figures(partitions, data_dir)["totals"]
     return f"{figures['rows']} rows, {figures['checksum']}"
 
 

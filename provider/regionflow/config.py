@@ -159,12 +159,11 @@ def _speculation_config(get: Callable[[str], str]) -> SpeculationConfig:
             continue
         name = option.name[len(SPECULATION_PREFIX):]
         text = get(option.name)
-        try:
-            SpeculationConfig.from_mapping({name: text})
+        try:  # one option at a time, so the error names the option at fault
+            values[name] = getattr(SpeculationConfig.from_mapping({name: text}), name)
         except SpecError as error:
             raise SpecError(f"[{SECTION}] {option.name} = {text!r}: {error}") from None
-        values[name] = text
-    return SpeculationConfig.from_mapping(values)
+    return SpeculationConfig(**values)
 
 
 def _spark_conf(text: str) -> dict[str, str]:

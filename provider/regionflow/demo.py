@@ -16,12 +16,8 @@ import sys
 import time
 from datetime import datetime
 
-from .core.graph import load_dag_file_job
-from .core.plan import Plan
 from .embedded import EmbeddedAirflow
-from .operators.region import run_key_for
-from .spark.store import PartitionStore
-from .spark.unit import UnitLayout
+from .operators.region import dag_run_outputs
 
 DAG_ID = "orders_daily"
 
@@ -65,10 +61,8 @@ def print_task_instances(task_instances: list[dict]) -> None:
 
 
 def print_sinks(dag_file: str, data_dir: str, run_id: str, max_shards: int) -> None:
-    plan = Plan(load_dag_file_job(dag_file, DAG_ID))
-    layout = UnitLayout(plan, max_shards)
-    store = PartitionStore(data_dir, run_key_for(DAG_ID, run_id))
-    for vertex, figures in layout.sink_figures(store, data_dir).items():
+    layout, partitions = dag_run_outputs(dag_file, DAG_ID, run_id, data_dir, max_shards)
+    for vertex, figures in layout.sink_figures(partitions, data_dir).items():
         print(f"sink {vertex}: {figures['rows']} rows, checksum {figures['checksum']:016x} at {figures['path']}")
 
 

@@ -6,12 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from regionflow.core.graph import load_dag_file_job
-from regionflow.core.plan import Plan
 from regionflow.embedded import EmbeddedAirflow
-from regionflow.operators.region import run_key_for
-from regionflow.spark.store import PartitionStore
-from regionflow.spark.unit import UnitLayout
+from regionflow.operators.region import dag_run_outputs
 
 DAGS = os.path.join(os.path.dirname(__file__), "dags_e2e")
 MODES = ("all-blocking", "forward-pipelined-only", "pointwise-pipelined-only", "all-pipelined")
@@ -99,9 +95,8 @@ def test_example_job_gives_the_reference_checksum_in_every_mode(stack, orders_re
         assert stack.wait_for_run(dag_id, run_id, timeout=1500) == "success", dag_id
     data_dir = stack.regionflow_options["data_dir"]
     for dag_id, run_id in runs.items():
-        plan = Plan(load_dag_file_job(os.path.join(stack.dags_folder, "rf_modes.py"), dag_id))
-        layout = UnitLayout(plan, 1)
-        figures = layout.sink_figures(PartitionStore(data_dir, run_key_for(dag_id, run_id)), data_dir)["totals"]
+        layout, partitions = dag_run_outputs(os.path.join(stack.dags_folder, "rf_modes.py"), dag_id, run_id, data_dir, 1)
+        figures = layout.sink_figures(partitions, data_dir)["totals"]
         assert (figures["rows"], figures["checksum"]) == (orders_reference["rows"], orders_reference["checksum"]), dag_id
         region_tasks = {task_id for task_id, _ in times(stack, dag_id, run_id)}
-        assert len(region_tasks) == len(plan.region_set.logical)
+        assert len(region_tasks) == len(layout.plan.region_set.logical)

@@ -12,13 +12,9 @@ import time
 
 import pytest
 
-from regionflow.core.graph import load_dag_file_job
-from regionflow.core.plan import Plan
 from regionflow.embedded import EmbeddedAirflow
+from regionflow.operators.region import dag_run_outputs
 from regionflow.slow_host import CpuHogs
-from regionflow.operators.region import run_key_for
-from regionflow.spark.store import PartitionStore
-from regionflow.spark.unit import UnitLayout
 from regionflow.store import RegionflowStore, job_id_for
 
 DAGS = os.path.join(os.path.dirname(__file__), "dags_speculation")
@@ -110,9 +106,7 @@ def test_the_copy_of_the_slow_hosts_shard_wins(tmp_path, orders_reference):
             assert [a for a in attempts if a.unit_key == copy.unit_key and a.state == "succeeded"] == [copy], summary
         assert all(c.state.value in ("won", "lost", "failed", "cancelled") for c in copies), summary
         # every unit has exactly one winner and the output equals the reference
-        plan = Plan(load_dag_file_job(os.path.join(str(dags), "rf_speculation.py"), DAG_ID))
-        layout = UnitLayout(plan, 4)
-        partitions = PartitionStore(data_dir, run_key_for(DAG_ID, run_id))
+        layout, partitions = dag_run_outputs(os.path.join(str(dags), "rf_speculation.py"), DAG_ID, run_id, data_dir, 4)
         assert all(partitions.committed(key) is not None for key in layout.keys)
         figures = layout.sink_figures(partitions, data_dir)["totals"]
         assert (figures["rows"], figures["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])

@@ -48,6 +48,14 @@ def run_key_for(dag_id: str, run_id: str) -> str:
     return safe_component(f"{dag_id}--{run_id}")
 
 
+def dag_run_outputs(dag_file: str, dag_id: str, run_id: str, data_dir: str,
+                    max_shards: int) -> tuple[UnitLayout, PartitionStore]:
+    """The unit layout of a transformed DAG and its run's partition store (committed units, sinks):
+    ``layout.sink_figures(partitions, data_dir)`` gives each sink's rows, checksum and path."""
+    layout = UnitLayout(Plan(load_dag_file_job(dag_file, dag_id)), max_shards)
+    return layout, PartitionStore(data_dir, run_key_for(dag_id, run_id))
+
+
 class RegionOperator(BaseOperator):
     ui_color = "#cfe8f7"
 

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -31,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..core.errors import RegionflowError
-from .submit import LOOPBACK, process_group_members, spark_child_env, spark_home, terminate_process_group
+from .submit import (LOOPBACK, kill_process_group, process_group_members, spark_child_env, spark_home,
+                     terminate_process_group)
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -133,10 +133,7 @@ class StandaloneCluster:
         remove the application (ending the driver); a vanished one never answers again.
         """
         for daemon in self._daemons:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(daemon.process.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                daemon.process.wait(timeout=10)
+            kill_process_group(daemon.process.pid)
         self.stop(grace_seconds=1)
 
     def __enter__(self) -> "StandaloneCluster":

@@ -506,6 +506,12 @@ def terminate_process_group(pgid: int, grace_seconds: float = DEFAULT_KILL_GRACE
     return True
 
 
+def kill_process_group(pgid: int, timeout: float = 5.0) -> None:
+    """SIGKILL the group at once (no grace: a machine that goes away) and wait until it is empty."""
+    _signal_group(pgid, signal.SIGKILL)
+    _wait_group_empty(pgid, timeout)
+
+
 def _signal_group(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
@@ -799,5 +805,6 @@ __all__ = [
     "SubmitConfigError", "SparkNotInstalled", "SubmissionFailed", "SubmissionResult", "RegionSubmission",
     "build_submit_kwargs", "build_py_files", "managed_conn_id", "connection_env", "spark_home",
     "spark_submit_binary", "spark_child_env", "process_group_members", "terminate_process_group",
+    "kill_process_group",
     "pinned_cpus", "extract_python_traceback",
 ]

@@ -28,22 +28,25 @@ DEFAULT_WATCH_INTERVAL_S = 1.0
 DEFAULT_HOST_LOST_TIMEOUT_S = 30.0
 
 
-class CommitWatcher:
-    """Kill `submission` as soon as an attempt other than `attempt_id` commits `unit_key`."""
+class _SubmissionWatcher:
+    """A daemon thread calling `_tick()` every `interval` seconds while the attempt runs; a `_tick()`
+    that returns True has killed the submission and ends the watch. A context manager."""
 
-    def __init__(self, partitions: PartitionStore, unit_key: str, attempt_id: str, submission: Any,
-                 interval: float = DEFAULT_WATCH_INTERVAL_S) -> None:
-        self.partitions = partitions
-        self.unit_key = unit_key
-        self.attempt_id = attempt_id
+    def __init__(self, submission: Any, interval: float, name: str) -> None:
         self.submission = submission
         self.interval = interval
-        self.beaten_by: CommittedUnit | None = None  # set when this watcher killed the submission
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name=f"commit-watch-{attempt_id}", daemon=True)
+        self._thread = threading.Thread(target=self._watch, name=name, daemon=True)
 
-    def __enter__(self) -> "CommitWatcher":
-        self._thread.start()
+    def _should_watch(self) -> bool:
+        return True
+
+    def _tick(self) -> bool:
+        raise NotImplementedError
+
+    def __enter__(self):
+        if self._should_watch():
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -56,14 +59,31 @@ class CommitWatcher:
 
     def _watch(self) -> None:
         while not self._stop.wait(self.interval):
-            try:
-                committed = self.partitions.committed(self.unit_key)
-            except Exception:  # noqa: BLE001 - a torn read now is retried next tick
-                continue
-            if committed is not None and committed.attempt_id != self.attempt_id:
-                self.beaten_by = committed
-                self.submission.kill(wait=False)
+            if self._tick():
                 return
+
+
+class CommitWatcher(_SubmissionWatcher):
+    """Kill `submission` as soon as an attempt other than `attempt_id` commits `unit_key`."""
+
+    def __init__(self, partitions: PartitionStore, unit_key: str, attempt_id: str, submission: Any,
+                 interval: float = DEFAULT_WATCH_INTERVAL_S) -> None:
+        super().__init__(submission, interval, f"commit-watch-{attempt_id}")
+        self.partitions = partitions
+        self.unit_key = unit_key
+        self.attempt_id = attempt_id
+        self.beaten_by: CommittedUnit | None = None  # set when this watcher killed the submission
+
+    def _tick(self) -> bool:
+        try:
+            committed = self.partitions.committed(self.unit_key)
+        except Exception:  # noqa: BLE001 - a torn read now is retried next tick
+            return False
+        if committed is None or committed.attempt_id == self.attempt_id:
+            return False
+        self.beaten_by = committed
+        self.submission.kill(wait=False)
+        return True
 
 
 def standalone_masters(master: str | None) -> list[tuple[str, int]]:
@@ -88,40 +108,31 @@ def any_master_answers(addresses: list[tuple[str, int]], connect_timeout: float 
     return False
 
 
-class MasterWatcher:
+class MasterWatcher(_SubmissionWatcher):
     """Kill `submission` once its standalone master has not answered for `timeout` seconds."""
 
     def __init__(self, master: str | None, submission: Any, timeout: float = DEFAULT_HOST_LOST_TIMEOUT_S,
                  interval: float = 2.0) -> None:
+        super().__init__(submission, interval, "master-watch")
         self.master = master
         self.addresses = standalone_masters(master)
-        self.submission = submission
         self.timeout = timeout
-        self.interval = interval
         self.lost: str | None = None  # why the host counts as lost, once this watcher killed the submission
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="master-watch", daemon=True)
+        self._last_answer = time.monotonic()
 
-    def __enter__(self) -> "MasterWatcher":
-        if self.addresses:
-            self._thread.start()
-        return self
+    def _should_watch(self) -> bool:
+        return bool(self.addresses)  # local[k] masters run on this machine
 
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=self.interval + 5.0)
-
-    def _watch(self) -> None:
-        last_answer = time.monotonic()
-        while not self._stop.wait(self.interval):
-            if any_master_answers(self.addresses):
-                last_answer = time.monotonic()
-            elif time.monotonic() - last_answer >= self.timeout:
-                self.lost = (f"host lost: master {self.master} did not answer for {self.timeout:.0f} s; "
-                             f"the attempt was killed (Spark's driver would wait for it forever)")
-                self.submission.kill(wait=False)
-                return
+    def _tick(self) -> bool:
+        if any_master_answers(self.addresses):
+            self._last_answer = time.monotonic()
+            return False
+        if time.monotonic() - self._last_answer < self.timeout:
+            return False
+        self.lost = (f"host lost: master {self.master} did not answer for {self.timeout:.0f} s; "
+                     f"the attempt was killed (Spark's driver would wait for it forever)")
+        self.submission.kill(wait=False)
+        return True
 
 
 def explain(result: Any, master_watcher: MasterWatcher | None) -> str:
