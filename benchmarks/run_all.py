@@ -13,6 +13,7 @@ COMMANDS = [
                            "print(json.dumps(b(), indent=2))"],
     [sys.executable, "benchmarks/spark_modes.py"],
     [sys.executable, "benchmarks/airflow_executor.py"],
+    [sys.executable, "benchmarks/conformance.py"],
     [sys.executable, "benchmarks/speculation.py"],
 ]
 

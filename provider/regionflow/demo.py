@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"starting Airflow in {args.home} (RegionExecutor, {args.slots} slots) ...", flush=True)
     with stack.start():
         print(f"Airflow is up at {stack.api_url} after {time.monotonic() - started:.0f} s", flush=True)
+        print("components: " + ", ".join(f"{name} (pid {pid})" for name, pid in stack.components_running().items()),
+              flush=True)
         stack.wait_for_dag(DAG_ID)
         stack.unpause(DAG_ID)
         run_id = stack.trigger(DAG_ID)

@@ -2,9 +2,10 @@
 
 `EmbeddedAirflow` owns one Airflow home: its ``airflow.cfg`` (SQLite metadata DB, executor, fast
 loops, generated secrets, the simple auth manager's admin password file), the ``airflow db migrate``
-that prepares it, the component processes (api-server, scheduler, dag-processor, optionally the
-triggerer) with their logs in ``<home>/logs/<component>.log``, and a small client of the public REST
-API v2 (token, DAGs, import errors, runs, task instances, task logs).
+that prepares it, the component processes (api-server, scheduler, dag-processor and triggerer, as in a
+real installation: deferrable operators need the triggerer) with their logs in
+``<home>/logs/<component>.log``, and a small client of the public REST API v2 (token, DAGs, import
+errors, runs, task instances, task logs, marking and clearing task instances).
 
 Configuration lives in ``<home>/airflow.cfg`` only. Every child gets ``AIRFLOW_HOME`` and
 ``AIRFLOW_CONFIG`` pointing at it and no inherited ``AIRFLOW__SECTION__KEY`` variables, because
@@ -49,10 +50,13 @@ from .spark.submit import live_processes
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_EXECUTOR = "regionflow.executors.RegionExecutor"
-DEFAULT_COMPONENTS = ("api-server", "scheduler", "dag-processor")
+DEFAULT_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 KNOWN_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 ADMIN_USER = "admin"
 STACK_TAG_VARIABLE = "REGIONFLOW_EMBEDDED_STACK"
+# Airflow's SQLite metadata database: its connections wait this long for a lock (pysqlite's default
+# is 5 s), named by ``[database] sql_alchemy_connect_args``.
+SQLITE_CONNECT_ARGS = {"timeout": 30}
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 
 # The log server binds all interfaces, so it is never started; see the module docstring.
@@ -178,6 +182,11 @@ class EmbeddedAirflow:
         return os.path.join(self.logs_dir, f"{component}.log")
 
     @property
+    def database_path(self) -> str:
+        """Airflow's SQLite metadata database (WAL mode, see `_migrate`)."""
+        return os.path.join(self.home, "airflow.db")
+
+    @property
     def api_url(self) -> str:
         if self._port is None:
             raise EmbeddedAirflowError("api-server: no port yet; call write_config() or start() first")
@@ -222,7 +231,10 @@ class EmbeddedAirflow:
                 # A rewritten DAG file reaches the database within seconds, not 30 s.
                 "min_serialized_dag_update_interval": "5",
             },
-            "database": {"sql_alchemy_conn": f"sqlite:///{os.path.join(self.home, 'airflow.db')}"},
+            "database": {
+                "sql_alchemy_conn": f"sqlite:///{self.database_path}",
+                "sql_alchemy_connect_args": "regionflow.embedded.SQLITE_CONNECT_ARGS",
+            },
             "logging": {
                 "base_log_folder": self.logs_dir,
                 "dag_processor_child_process_log_directory": os.path.join(self.logs_dir, "dag_processor"),
@@ -389,6 +401,10 @@ class EmbeddedAirflow:
     def _tagged_pids(self) -> list[int]:
         return [info.pid for info in _process_table(self._stack_tag).values() if info.tagged]
 
+    def components_running(self) -> dict[str, int]:
+        """Each running component and its process id."""
+        return {component.name: component.process.pid for component in self._running}
+
     def log_tail(self, component: str, lines: int = _LOG_TAIL_LINES) -> str:
         return _tail(self.log_path(component), lines)
 
@@ -416,9 +432,24 @@ class EmbeddedAirflow:
                 "db-migrate", log_path,
                 f"airflow db migrate {outcome}; its log ({log_path}) ends with:\n{_tail(log_path)}",
             )
+        _use_wal(self.database_path)
         return round(time.monotonic() - started, 2)
 
-    def _spawn(self, component: str) -> _Component:
+    def restart(self, component: str, env: Mapping[str, str] | None = None, timeout: float = 120.0) -> None:
+        """Stop one running component (SIGTERM, then SIGKILL after 15 s) and start it again with `env`
+        added to its environment, e.g. ``{"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}`` for the
+        scheduler; returns once the stack is healthy again."""
+        [old] = [c for c in self._running if c.name == component] or [None]
+        if old is None:
+            raise EmbeddedAirflowError(f"{component} is not running in the embedded Airflow in {self.home}")
+        _signal_group(old.process.pid, signal.SIGTERM)
+        if not _wait_until(lambda: old.process.poll() is not None, 15.0):
+            _signal_group(old.process.pid, signal.SIGKILL)
+        _reap(old.process)
+        self._running = [c for c in self._running if c is not old] + [self._spawn(component, env)]
+        self._wait_until_healthy(time.monotonic() + timeout, timeout)
+
+    def _spawn(self, component: str, env: Mapping[str, str] | None = None) -> _Component:
         log_path = self.log_path(component)
         command = [sys.executable, "-m", "airflow", *_COMPONENT_ARGS[component]]
         if component == "api-server":
@@ -426,7 +457,7 @@ class EmbeddedAirflow:
         with open(log_path, "ab") as log_file:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                env=self.child_env(), cwd=self.home, start_new_session=True,
+                env={**self.child_env(), **(env or {})}, cwd=self.home, start_new_session=True,
             )
         return _Component(component, process, log_path)
 
@@ -549,6 +580,19 @@ class EmbeddedAirflow:
                     raise
                 time.sleep(2.0 * (attempt + 1))
         return run_id
+
+    def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str, map_index: int = -1) -> None:
+        """Mark a task instance ``success`` or ``failed``, as the UI's "Mark as" does."""
+        path = f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}"
+        if map_index >= 0:
+            path += f"/{map_index}"
+        self._call("PATCH", path, json={"new_state": state}, params={"update_mask": "new_state"})
+
+    def clear_task(self, dag_id: str, run_id: str, task_ids: Sequence[str]) -> None:
+        """Clear task instances of a run (a new try each), as the UI's "Clear" does."""
+        body = {"dry_run": False, "dag_run_id": run_id, "task_ids": list(task_ids), "only_failed": False,
+                "reset_dag_runs": True}
+        self._call("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", json=body)
 
     def health(self) -> dict[str, Any]:
         """GET /api/v2/monitor/health: metadatabase, scheduler, dag_processor, triggerer."""
@@ -765,6 +809,18 @@ def _wait_until(condition: Any, timeout: float) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def _use_wal(database: str) -> None:
+    """Switch a SQLite file to WAL (persistent): readers stop blocking the writer, so Airflow's own
+    writes and regionflow's store, task processes and the API server's reads contend far less."""
+    import sqlite3
+
+    connection = sqlite3.connect(database, timeout=30)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+    finally:
+        connection.close()
 
 
 def _reap(process: subprocess.Popen) -> None:

@@ -97,7 +97,7 @@ def test_restart_rebuilds_the_ledger_so_no_slot_is_granted_twice(settings, monke
     # the scheduler dies; a new one starts with a new executor on the same store
     restarted = executor(monkeypatch)
     finished = {"value": False}
-    monkeypatch.setattr("regionflow.executors.region_executor._task_instance_finished", lambda ti_id: finished["value"])
+    monkeypatch.setattr("regionflow.executors.region_executor.task_instance_finished", lambda ti_id: finished["value"])
     restarted._rebuild_ledger()
     assert restarted.pool.free_slots() == 1
     newcomer = workload(slots=2, task_id="next")

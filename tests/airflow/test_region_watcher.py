@@ -56,7 +56,7 @@ def env(tmp_path, monkeypatch):
     prepared = FakePrepared(str(tmp_path / "data"))
     monkeypatch.setattr("regionflow.operators.region.PreparedUnit.of", classmethod(lambda cls, *a, **k: prepared))
     monkeypatch.setattr(RegionOperator, "_granted",
-                        lambda self, store, bulk_id, config, layout, unit: (config.cluster.host("a"), 1))
+                        lambda self, store, ti, config, layout, unit: (None, config.cluster.host("a"), 1))
     log = FakeLog()
     monkeypatch.setattr(RegionOperator, "log", log)
     return SimpleNamespace(prepared=prepared, log=log, store=RegionflowStore(f"sqlite:///{tmp_path}/regionflow.db"),

@@ -35,6 +35,7 @@ import queue
 import threading
 import time
 import uuid
+from dataclasses import replace
 from typing import Any, Sequence
 
 from airflow.executors.local_executor import LocalExecutor
@@ -43,7 +44,6 @@ from airflow.utils.state import TaskInstanceState
 
 from ..config import RegionflowConfig
 from ..core.resources import UNKNOWN, ResourceProfile
-from ..operators.region import bulk_id_for
 from ..scheduling.capacity import SlotRef
 from ..scheduling.errors import SchedulingError, UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
@@ -51,12 +51,20 @@ from ..spark.store import PartitionStore
 from ..spark.task import UnitTask
 from ..spark.unit import unit_submission
 from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S, CommitWatcher, MasterWatcher, explain, settle
-from ..store import CopyRequestRecord, CopyState, RegionflowStore, StoreError
+from ..store import (
+    CopyRequestRecord,
+    CopyState,
+    GrantState,
+    RegionflowStore,
+    SlotConflictError,
+    StoreError,
+    bulk_id_for,
+)
 from ..transformer import EXECUTOR_CONFIG_KEY
+from .guest import FINISHED_STATES, STILL_QUEUED, append_task_log, guarded, task_instance_finished, task_instance_states
 
-FINISHED_STATES = {TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.UPSTREAM_FAILED,
-                   TaskInstanceState.SKIPPED, TaskInstanceState.REMOVED}
 ADOPTED_CHECK_INTERVAL_S = 5.0
+HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
 COPY_EXCLUSION_S = 7 * 24 * 3600.0  # lifted explicitly when the copy ends
 COPY_PREFIX = "copy:"
 
@@ -71,10 +79,13 @@ class RegionExecutor(LocalExecutor):
                              resource_wait_timeout_s=self.rf_config.resource_wait_timeout)
         self.store = RegionflowStore.from_config(self.rf_config.store_url)
         self.held: dict[str, ExecuteTask] = {}  # bulk id -> workload waiting for its grant
-        self.granted: dict[Any, str] = {}  # task instance key -> bulk id of its running grant
+        self.waiting: dict[Any, str] = {}  # task instance key -> bulk id of its waiting admission
+        self.granted: dict[Any, str] = {}  # task instance key -> bulk id of its live grant
         self.adopted: dict[str, str] = {}  # bulk id -> task instance id, granted before a restart
+        self.runs: dict[Any, int] = {}  # task instance key -> runs handed to the workers, end not yet read
         self._noticed_jobs: set[str] = set()
         self._adopted_checked = 0.0
+        self._held_checked = 0.0
         # speculative copies
         self.copies_waiting: dict[str, CopyRequestRecord] = {}  # bulk id -> request waiting for slots
         self.copies_running: dict[str, threading.Thread] = {}  # bulk id -> thread running the copy
@@ -82,24 +93,57 @@ class RegionExecutor(LocalExecutor):
         self._mirrored_blocks: dict[tuple[str, str], float] = {}  # (job, host) -> store expiry mirrored
         self._copy_sequence = 0
         self.host_lost_timeout = DEFAULT_HOST_LOST_TIMEOUT_S  # a copy whose master is silent this long is killed
-        self._slotless_runs: dict[Any, int] = {}  # key -> runs of a slot-less task not yet reported
 
     # ---- lifecycle ------------------------------------------------------------------------------
+    # Every entry point the scheduler calls is guarded: an executor is a guest in the scheduler's
+    # loop, and an exception of ours must fail at most the task it concerns, never the scheduler.
 
     def start(self) -> None:
         super().start()
-        self._rebuild_ledger()
-        self._warn_about_airflow_limits()
+        guarded(self.log, "restoring the grants of a previous scheduler", self._rebuild_ledger)
+        guarded(self.log, "checking Airflow's limits", self._warn_about_airflow_limits)
         self.log.info("RegionExecutor: %s", self.rf_config.cluster.describe_capacity())
 
     def end(self) -> None:
+        guarded(self.log, "leaving waiting task instances queued", self._leave_waiting)
+        guarded(self.log, "ending LocalExecutor's workers", super().end)
+
+    def terminate(self) -> None:
+        guarded(self.log, "terminating", super().terminate)
+
+    def _leave_waiting(self) -> None:
         # held workloads stay QUEUED in the database; the next scheduler queues them again
         if self.held:
             self.log.info("RegionExecutor: leaving %d waiting task instance(s) queued", len(self.held))
         for bulk_id in list(self.held):
             self.pool.cancel(bulk_id)
         self.held.clear()
-        super().end()
+        self.waiting.clear()
+
+    def heartbeat(self) -> None:
+        guarded(self.log, "heartbeat", super().heartbeat)
+
+    def queue_workload(self, workload: Any, session: Any) -> None:
+        try:
+            super().queue_workload(workload, session)
+        except Exception as error:  # noqa: BLE001 - a workload we cannot take fails, the scheduler goes on
+            if isinstance(workload, ExecuteTask):
+                self._fail_unexpected(workload, "queueing it", error)
+            else:
+                self.log.exception("RegionExecutor: cannot queue %r", workload)
+
+    def revoke_task(self, *, ti: Any) -> None:
+        """Declined, as LocalExecutor does (Airflow's scheduler then leaves the task queued).
+
+        The scheduler revokes task instances QUEUED for longer than ``[scheduler] task_queued_timeout``,
+        re-queues them at most twice and then fails them. Under this executor a QUEUED task instance
+        waits for its slot bulk in FIFO order, and waiting for busy slots is not being stuck: as in
+        Flink, only a request no cluster state can satisfy fails (at once, see `_reject`), and a long
+        wait gets a not-enough-resources notice (``[regionflow] resource_wait_timeout``). Revoking would
+        throw the task to the back of the queue and fail big regions on a busy cluster.
+        """
+        raise NotImplementedError(
+            "RegionExecutor keeps task instances that wait for slots in FIFO order; it does not revoke them")
 
     # ---- workloads ------------------------------------------------------------------------------
 
@@ -108,33 +152,56 @@ class RegionExecutor(LocalExecutor):
         for workload in workload_list:
             if isinstance(workload, ExecuteTask):
                 self.queued_tasks.pop(workload.key, None)
-                self._admit(workload)
+                try:
+                    self._admit(workload)
+                except Exception as error:  # noqa: BLE001 - fail the task, not the scheduler
+                    self._fail_unexpected(workload, "admitting it to the slot pool", error)
             else:
                 others.append(workload)
         if others:
-            super()._process_workloads(others)
+            guarded(self.log, "handing callbacks to the workers", super()._process_workloads, others)
 
     def _admit(self, workload: ExecuteTask) -> None:
+        """One workload from the scheduler: a new try, or the same try queued again (see README)."""
+        key = workload.key
         if self._runs_without_slots(workload):  # speculation sensors: a few store reads per poke
-            # A reschedule-mode sensor comes back with the same key (same try) for every poke. On a busy
-            # box the worker's result of poke n can reach sync() after the scheduler queued poke n+1;
-            # reported then, Airflow sees "success" for a QUEUED task instance and fails it (state
-            # changed externally). Count the runs handed out per key and report only the last one.
-            self._slotless_runs[workload.key] = self._slotless_runs.get(workload.key, 0) + 1
-            self.running.add(workload.key)
-            self.activity_queue.put(workload)
-            with self._unread_messages:
-                self._unread_messages.value += 1
-            self._check_workers()
+            self._hand_over(workload)
             return
+        live = self.granted.get(key)
+        if live is not None:
+            # The scheduler queued this try again (resume, reschedule poke) before we read the end of its
+            # previous run: that run has left the slots (Airflow queues a try again only once its process
+            # reported), so the live grant serves the new run and the late end is not reported.
+            self.store.record_reused(live, f"re-queued at {_now()} while granted: the live grant was reused")
+            self._hand_over(workload)
+            return
+        if key in self.waiting:  # queued twice while waiting: it keeps its place, with the newest token
+            self.held[self.waiting[key]] = workload
+            return
+        ti = workload.ti
         bulk = self._bulk_for(workload)
-        self.store.record_waiting(**_grant_fields(workload, bulk))
+        record = self.store.admit(ti.id, ti.try_number, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
+                                  map_index=ti.map_index, job_id=bulk.job_id, label=bulk.label,
+                                  requests=[p.to_dict() for p in bulk.requests])
+        if record.state is GrantState.GRANTED:
+            if self.adopted.pop(record.bulk_id, None) is not None:  # granted before a scheduler restart
+                self.granted[key] = record.bulk_id
+                self.store.record_reused(record.bulk_id, f"re-queued at {_now()} after a scheduler restart: "
+                                                         f"the restored grant was reused")
+                self._hand_over(workload)
+                return
+            self.store.record_released(record.bulk_id, "stale: no scheduler holds this grant any more")
+            record = self.store.admit(ti.id, ti.try_number, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
+                                      map_index=ti.map_index, job_id=bulk.job_id, label=bulk.label,
+                                      requests=[p.to_dict() for p in bulk.requests])
+        bulk = replace(bulk, bulk_id=record.bulk_id)
         try:
             grants = self.pool.submit(bulk)
         except UnfulfillableBulk as rejection:
             self._reject(workload, bulk, str(rejection))
             return
         self.held[bulk.bulk_id] = workload
+        self.waiting[key] = bulk.bulk_id
         self._start(grants)
 
     def _runs_without_slots(self, workload: ExecuteTask) -> bool:
@@ -142,6 +209,7 @@ class RegionExecutor(LocalExecutor):
         return bool(settings.get("no_slots"))
 
     def _bulk_for(self, workload: ExecuteTask) -> Bulk:
+        """The slot bulk the workload asks for; its id is set by the store's admission."""
         ti = workload.ti
         settings = (ti.executor_config or {}).get(EXECUTOR_CONFIG_KEY)
         job_id = f"{ti.dag_id}/{ti.run_id}"
@@ -154,57 +222,155 @@ class RegionExecutor(LocalExecutor):
         return Bulk(bulk_id, job_id, label, requests)
 
     def _start(self, grants: list[Grant]) -> None:
-        """Hand granted workloads to LocalExecutor's workers."""
-        started = 0
+        """Hand granted workloads to LocalExecutor's workers (copies to their runner)."""
         for grant in grants:
             if grant.bulk_id in self.copies_waiting:
-                self._launch_copy(grant)
+                guarded(self.log, f"launching speculative copy {grant.bulk_id}", self._launch_copy, grant)
                 continue
             workload = self.held.pop(grant.bulk_id, None)
             if workload is None:
                 continue
-            self.store.record_granted(grant.bulk_id, [[slot.host, slot.index] for slot in grant.slots])
-            workload.token = workload.generate_token(str(workload.ti.id), self.jwt_generator)
+            self.waiting.pop(workload.key, None)
             self.granted[workload.key] = grant.bulk_id
-            self.activity_queue.put(workload)
-            started += 1
-        if started:
-            with self._unread_messages:
-                self._unread_messages.value += started
-            self._check_workers()
+            try:
+                self._record_granted(grant)
+            except Exception as error:  # noqa: BLE001 - the task could not learn its slots: fail it
+                self._fail_unexpected(workload, "recording its grant", error)
+                continue
+            self._hand_over(workload)
+
+    def _record_granted(self, grant: Grant) -> None:
+        slots = [[slot.host, slot.index] for slot in grant.slots]
+        try:
+            self.store.record_granted(grant.bulk_id, slots)
+        except SlotConflictError:
+            # This process's pool is the truth about its slots: a live row it does not hold is stale
+            # (recording its release failed earlier); release such rows and record the grant again.
+            if not self._release_stale_rows():
+                raise
+            self.store.record_granted(grant.bulk_id, slots)
+
+    def _release_stale_rows(self) -> int:
+        stale = [record.bulk_id for record in self.store.live_grants()
+                 if self.pool.grant_of(record.bulk_id) is None and record.bulk_id not in self.copies_running
+                 and record.bulk_id not in self.adopted]
+        for bulk_id in stale:
+            self.store.record_released(bulk_id, "stale: its release had not been recorded")
+            self.log.warning("RegionExecutor: released the stale ledger row of %s", bulk_id)
+        return len(stale)
+
+    def _hand_over(self, workload: ExecuteTask) -> None:
+        """Give a workload to LocalExecutor's workers, with a fresh token (it may have waited long)."""
+        key = workload.key
+        workload.token = workload.generate_token(str(workload.ti.id), self.jwt_generator)
+        self.runs[key] = self.runs.get(key, 0) + 1
+        self.running.add(key)
+        self.activity_queue.put(workload)
+        with self._unread_messages:
+            self._unread_messages.value += 1
+        self._check_workers()
 
     def _reject(self, workload: ExecuteTask, bulk: Bulk, message: str) -> None:
         self.log.error("RegionExecutor rejects %s: %s", bulk.label, message)
-        self.store.record_rejected(bulk.bulk_id, message)
-        _append_task_log(workload, f"regionflow: this task can never get its slots: {message}")
+        guarded(self.log, "recording a rejection", self.store.record_rejected, bulk.bulk_id, message)
+        append_task_log(workload, f"regionflow: this task can never get its slots: {message}")
         self.fail(workload.key, info=message)
+
+    def _fail_unexpected(self, workload: ExecuteTask, doing: str, error: BaseException) -> None:
+        """An error of ours while handling `workload`: fail that task (its log says why), go on."""
+        message = f"regionflow: unexpected error while {doing}: {type(error).__name__}: {error}"
+        self.log.error("RegionExecutor: %s failed for %s; the task instance fails", doing, workload.key,
+                       exc_info=error)
+        key = workload.key
+        bulk_id = self.waiting.pop(key, None) or self.granted.pop(key, None)
+        if bulk_id is not None:
+            self.held.pop(bulk_id, None)
+            guarded(self.log, "freeing its slots", self._free_in_pool, bulk_id, message)
+        append_task_log(workload, message)
+        self.runs.pop(key, None)
+        try:
+            super().change_state(key, TaskInstanceState.FAILED, message)
+        except Exception:  # noqa: BLE001
+            self.log.exception("RegionExecutor: cannot report %s as failed", key)
+
+    def _free_in_pool(self, bulk_id: str, message: str | None = None) -> None:
+        if self.pool.is_waiting(bulk_id):
+            grants = self.pool.cancel(bulk_id)
+        elif self.pool.grant_of(bulk_id) is not None:
+            grants = self.pool.release(bulk_id)
+        else:
+            grants = []
+        guarded(self.log, f"recording the release of {bulk_id}", self._record_released, bulk_id, message)
+        self._start(grants)
+
+    def _record_released(self, bulk_id: str, message: str | None) -> None:
+        record = self.store.grant_for(bulk_id)
+        if record is not None and record.state in (GrantState.WAITING, GrantState.GRANTED, GrantState.LOST):
+            self.store.record_released(bulk_id, message)
 
     # ---- results ----------------------------------------------------------------------------------
 
     def change_state(self, key: Any, state: Any, info: Any = None, remove_running: bool = True) -> None:
-        if key in self._slotless_runs and state in FINISHED_STATES:
-            left = self._slotless_runs[key] - 1
-            if left > 0:  # the result of an earlier poke; a newer one of the same key is out
-                self._slotless_runs[key] = left
-                self.log.info("RegionExecutor: late %s result of an earlier run of %s ignored", state, key)
+        if state in FINISHED_STATES:
+            left = self.runs.get(key, 0) - 1
+            if left > 0:
+                # The end of an earlier run of this try (a reschedule poke, a run before a deferral) read
+                # after the scheduler queued the try again: reported now, Airflow would take it for the
+                # new run's end and fail a QUEUED task instance ("state changed externally").
+                self.runs[key] = left
+                self.log.info("RegionExecutor: late %s of an earlier run of %s not reported", state, key)
                 return
-            del self._slotless_runs[key]
+            self.runs.pop(key, None)
         super().change_state(key, state, info, remove_running)
-        if state in FINISHED_STATES and key in self.granted:
-            self._release(self.granted.pop(key))
+        if state not in FINISHED_STATES:
+            return
+        if key in self.granted:
+            guarded(self.log, f"releasing the slots of {key}", self._release, self.granted.pop(key))
+        elif key in self.waiting:  # failed by the scheduler while it waited for slots
+            guarded(self.log, f"withdrawing {key}", self._withdraw, self.waiting[key],
+                    f"withdrawn: the scheduler reported it {state} while it waited for slots")
 
     def _release(self, bulk_id: str) -> None:
-        self.store.record_released(bulk_id)
-        self._start(self.pool.release(bulk_id))
+        self._free_in_pool(bulk_id)
+
+    def _withdraw(self, bulk_id: str, why: str) -> None:
+        """Take a waiting workload out of the queue (its task instance no longer wants to run)."""
+        workload = self.held.pop(bulk_id, None)
+        if workload is not None:
+            self.waiting.pop(workload.key, None)
+            append_task_log(workload, f"regionflow: {why}", level="info")
+        self.log.info("RegionExecutor: %s %s", bulk_id, why)
+        self._free_in_pool(bulk_id, why)
 
     def sync(self) -> None:
-        super().sync()
-        self._finish_copies()
-        self._mirror_blocklist()
-        self._take_copy_requests()
+        guarded(self.log, "reading the workers' results", super().sync)
+        for what, step in (("finishing speculative copies", self._finish_copies),
+                           ("mirroring the blocklist", self._mirror_blocklist),
+                           ("taking copy requests", self._take_copy_requests),
+                           ("polling the slot pool", self._poll_pool),
+                           ("noticing starving jobs", self._notice_starving_jobs),
+                           ("checking restored grants", self._check_adopted),
+                           ("checking waiting task instances", self._check_held)):
+            guarded(self.log, what, step)
+
+    def _poll_pool(self) -> None:
         self._start(self.pool.poll())  # blocklist entries that expired
-        self._notice_starving_jobs()
-        self._check_adopted()
+
+    def _check_held(self) -> None:
+        """Withdraw waiting workloads whose task instance changed outside the executor: marked success
+        or failed in the UI, cleared (a new try), deleted. Airflow's own metadata says so; LocalExecutor
+        would have started them and had the execution API refuse them, we just stop waiting."""
+        now = time.monotonic()
+        if not self.held or now - self._held_checked < HELD_CHECK_INTERVAL_S:
+            return
+        self._held_checked = now
+        found = task_instance_states([str(w.ti.id) for w in self.held.values()])
+        for bulk_id, workload in list(self.held.items()):
+            state, try_number = found.get(str(workload.ti.id), (None, None))
+            if try_number == workload.ti.try_number and state in STILL_QUEUED:
+                continue
+            now_is = "deleted" if try_number is None else f"{state or 'cleared'} (try {try_number})"
+            self._withdraw(bulk_id, f"withdrawn from the slot queue: the task instance is {now_is} now")
 
     def _notice_starving_jobs(self) -> None:
         for notice in self.pool.overdue_jobs():
@@ -423,7 +589,7 @@ class RegionExecutor(LocalExecutor):
             return
         self._adopted_checked = now
         for bulk_id, ti_id in list(self.adopted.items()):
-            if _task_instance_finished(ti_id):
+            if task_instance_finished(ti_id):
                 del self.adopted[bulk_id]
                 self._release(bulk_id)
 
@@ -442,36 +608,5 @@ class RegionExecutor(LocalExecutor):
                                  "slot pool, will gate tasks (raise it to at least %d)", name, value, slots, slots)
 
 
-def _grant_fields(workload: ExecuteTask, bulk: Bulk) -> dict[str, Any]:
-    ti = workload.ti
-    return {"bulk_id": bulk.bulk_id, "dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
-            "map_index": ti.map_index, "try_number": ti.try_number, "job_id": bulk.job_id, "label": bulk.label,
-            "requests": [p.to_dict() for p in bulk.requests]}
-
-
-def _append_task_log(workload: ExecuteTask, message: str) -> None:
-    """Write `message` where Airflow reads this try's log, so the UI shows why it failed."""
-    from airflow.configuration import conf
-
-    if not workload.log_path:
-        return
-    path = os.path.join(conf.get("logging", "base_log_folder"), str(workload.log_path))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(f'{{"timestamp": "{time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}", "level": "error", '
-                     f'"event": {_json_string(message)}}}\n')
-
-
-def _json_string(text: str) -> str:
-    import json
-
-    return json.dumps(text)
-
-
-def _task_instance_finished(ti_id: str) -> bool:
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        ti = session.get(TaskInstance, ti_id)
-        return ti is None or ti.state in FINISHED_STATES
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

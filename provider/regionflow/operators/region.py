@@ -31,16 +31,11 @@ from ..spark.submit import RegionSubmission, build_py_files
 from ..spark.task import UnitTask
 from ..spark.unit import UnitLayout, job_modules, unit_submission
 from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, CommitWatcher, MasterWatcher, Settlement, explain, settle
-from ..store import RegionflowStore
+from ..store import GrantState, RegionflowStore
 
 
 class RegionTaskFailed(RegionflowError):
     """The unit's Spark application failed."""
-
-
-def bulk_id_for(ti_id: Any, try_number: int) -> str:
-    """The slot bulk of one try of one task instance (executor and task agree on it)."""
-    return f"{ti_id}:{try_number}"
 
 
 def run_key_for(dag_id: str, run_id: str) -> str:
@@ -74,8 +69,7 @@ class RegionOperator(BaseOperator):
         dag, ti, run_id = context["dag"], context["ti"], context["run_id"]
         prepared = PreparedUnit.of(dag, run_id, self.mode, self.logical, self.max_shards, self.shard, config)
         store = RegionflowStore.from_config(config.store_url)
-        bulk_id = bulk_id_for(ti.id, ti.try_number)
-        host, slots = self._granted(store, bulk_id, config, prepared.layout, prepared.unit)
+        bulk_id, host, slots = self._granted(store, ti, config, prepared.layout, prepared.unit)
         prepared.claim_sinks()
         attempt = f"try{ti.try_number}-{uuid.uuid4().hex[:6]}"
         task = prepared.unit_task(slots=slots, host=host.name, attempt_id=attempt)
@@ -135,16 +129,17 @@ class RegionOperator(BaseOperator):
 
     # ---- helpers ----------------------------------------------------------------------------------
 
-    def _granted(self, store: RegionflowStore, bulk_id: str, config: RegionflowConfig, layout: UnitLayout,
-                 unit: int) -> tuple[Host, int]:
-        grant = store.grant_for(bulk_id)
-        if grant is not None and grant.host:
-            return config.cluster.host(grant.host), len(grant.slots)
+    def _granted(self, store: RegionflowStore, ti: Any, config: RegionflowConfig, layout: UnitLayout,
+                 unit: int) -> tuple[str | None, Host, int]:
+        """The grant of this try's newest admission: (bulk id, host, slots)."""
+        grant = store.current_grant(ti.id, ti.try_number)
+        if grant is not None and grant.host and grant.state is GrantState.GRANTED:
+            return grant.bulk_id, config.cluster.host(grant.host), len(grant.slots)
         host = next(iter(config.cluster))
         slots = min(host.slots, len(layout.requests(unit, layout.width(unit, host.slots))))
-        self.log.warning("no slot grant recorded for %s (not run by RegionExecutor?): using host %s with %d slot(s)",
-                         bulk_id, host.name, slots)
-        return host, slots
+        self.log.warning("no live slot grant recorded for try %d of %s (not run by RegionExecutor?): using host %s "
+                         "with %d slot(s)", ti.try_number, ti.id, host.name, slots)
+        return None, host, slots
 
 
 class PreparedUnit:

@@ -26,6 +26,7 @@ from .records import (
     GrantRecord,
     GrantState,
     MetricRecord,
+    admission_of,
     bulk_id_for,
     job_id_for,
 )
@@ -35,5 +36,5 @@ __all__ = [
     "DEFAULT_BUSY_TIMEOUT_S", "GRANT_TRANSITIONS", "SCHEMA_VERSION", "AttemptRecord",
     "AttemptState", "BlockRecord", "CommitRecord", "GrantRecord", "GrantState", "MetricRecord",
     "RegionflowStore", "SlotConflictError", "StateTransitionError", "StoreError", "UnknownRecordError",
-    "bulk_id_for", "default_url", "job_id_for", "mask_url",
+    "admission_of", "bulk_id_for", "default_url", "job_id_for", "mask_url",
 ]

@@ -13,11 +13,14 @@ own connections, so no connection is ever used by two processes.
 """
 from __future__ import annotations
 
+import functools
 import os
+import random
 import re
 import sqlite3
 import time
 import weakref
+from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -29,6 +32,9 @@ DEFAULT_FILENAME = "regionflow.db"
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 WRITE_OPTION = "regionflow_write"
 _WAL_RETRY_S = 0.01
+LOCKED_RETRIES = 6  # tries of one store call that SQLite answers "database is locked" (or busy)
+LOCKED_FIRST_BACKOFF_S = 0.05  # doubled after each try, with jitter: at most ~3 s of sleeping in all
+F = TypeVar("F", bound=Callable[..., Any])
 
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
 
@@ -134,6 +140,42 @@ def _ensure_wal(cursor: sqlite3.Cursor, deadline: float) -> None:
         time.sleep(_WAL_RETRY_S)
 
 
+def is_locked_error(error: BaseException) -> bool:
+    """True for SQLite's "database is locked" / "database is busy", however wrapped."""
+    seen: BaseException | None = error
+    while seen is not None:
+        text = str(seen).lower()
+        if "database is locked" in text or "database is busy" in text or "database table is locked" in text:
+            return True
+        seen = seen.__cause__ or getattr(seen, "orig", None)
+        if seen is error:
+            break
+    return False
+
+
+def retry_when_locked(method: F) -> F:
+    """Run a store call again, with bounded exponential back-off, when SQLite reports the database
+    locked. The busy timeout already makes a writer wait for the lock; this covers the cases where
+    SQLite answers SQLITE_BUSY at once (a WAL checkpoint or recovery in another process, a lock
+    upgrade), which with many task processes and Airflow's own writes on one machine do happen. Each
+    try is a whole transaction, so a retried call never half-applies."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        delay = LOCKED_FIRST_BACKOFF_S
+        for attempt in range(LOCKED_RETRIES):
+            try:
+                return method(*args, **kwargs)
+            except Exception as error:  # noqa: BLE001 - re-raised unless it is a lock error with tries left
+                if attempt == LOCKED_RETRIES - 1 or not is_locked_error(error):
+                    raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    return wrapper  # type: ignore[return-value]
+
+
 def _drop_pool_in_forked_children(engine: Engine) -> None:
     # dispose(close=False): forget the parent's connections without closing them under its feet.
     ref = weakref.ref(engine)
@@ -147,4 +189,5 @@ def _drop_pool_in_forked_children(engine: Engine) -> None:
         os.register_at_fork(after_in_child=reset)
 
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "WRITE_OPTION", "build_engine", "default_url", "mask_url", "parse_url"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "LOCKED_RETRIES", "WRITE_OPTION", "build_engine", "default_url", "is_locked_error",
+           "mask_url", "parse_url", "retry_when_locked"]

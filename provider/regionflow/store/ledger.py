@@ -18,7 +18,15 @@ from sqlalchemy import Select, delete, func, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session, aliased
 
-from .engine import DEFAULT_BUSY_TIMEOUT_S, WRITE_OPTION, build_engine, default_url, mask_url, parse_url
+from .engine import (
+    DEFAULT_BUSY_TIMEOUT_S,
+    WRITE_OPTION,
+    build_engine,
+    default_url,
+    mask_url,
+    parse_url,
+    retry_when_locked,
+)
 from .errors import SlotConflictError, StateTransitionError, StoreError, UnknownRecordError
 from .models import SCHEMA_VERSION, Attempt, Base, BlockEntry, Commit, CopyRequest, Grant, Metric, SchemaVersion
 from .records import (
@@ -36,6 +44,8 @@ from .records import (
     GrantState,
     MetricRecord,
     Slot,
+    admission_of,
+    bulk_id_for,
     job_id_for,
 )
 
@@ -79,6 +89,7 @@ class RegionflowStore:
             _once_more_on(self._create_schema, (IntegrityError, ProgrammingError))
             self._schema_ready = True
 
+    @retry_when_locked
     def schema_version(self) -> int:
         with self._read() as session:
             return session.scalars(select(SchemaVersion.version)).one()
@@ -110,6 +121,7 @@ class RegionflowStore:
 
     # ----------------------------------------------------------------------------- grants
 
+    @retry_when_locked
     def record_waiting(self, bulk_id: str, *, dag_id: str, run_id: str, task_id: str, try_number: int,
                        label: str, requests: Sequence[Mapping[str, Any]], map_index: int = -1,
                        job_id: str | None = None) -> GrantRecord:
@@ -132,6 +144,7 @@ class RegionflowStore:
 
         return _once_more_on(insert, IntegrityError)
 
+    @retry_when_locked
     def record_granted(self, bulk_id: str, slots: Iterable[Sequence[Any]]) -> GrantRecord:
         """All slots of the bulk were given at once; `slots` are (host, index) pairs, first host first."""
         pairs = _normalized_slots(bulk_id, slots)
@@ -145,8 +158,10 @@ class RegionflowStore:
             row.granted_at = self._clock()
             return _grant_record(row)
 
-    def record_released(self, bulk_id: str) -> GrantRecord:
-        """The bulk's slots went back to the pool (or a waiting bulk was withdrawn).
+    @retry_when_locked
+    def record_released(self, bulk_id: str, message: str | None = None) -> GrantRecord:
+        """The bulk's slots went back to the pool (or a waiting bulk was withdrawn); `message` says
+        why when it is not the plain end of the run (withdrawn, revoked, stale).
 
         Releasing a lost grant only stamps `released_at`: it stays "lost", so the UI still shows why.
         """
@@ -155,9 +170,72 @@ class RegionflowStore:
             _check_grant_transition(row, GrantState.RELEASED)
             if row.state != GrantState.LOST:
                 row.state = GrantState.RELEASED.value
+                if message:
+                    row.message = _joined(row.message, message)
             row.released_at = self._clock()
             return _grant_record(row)
 
+    @retry_when_locked
+    def admit(self, ti_id: Any, try_number: int, *, dag_id: str, run_id: str, task_id: str, label: str,
+              requests: Sequence[Mapping[str, Any]], map_index: int = -1,
+              job_id: str | None = None) -> GrantRecord:
+        """Admit one task instance try to the pool's queue; returns the admission's grant row.
+
+        A try can be queued by Airflow several times (resume after a deferral, each reschedule poke, a
+        re-queue after a scheduler restart). If the try's newest admission is still waiting or granted,
+        that row is returned and nothing is written (the caller decides to keep its place or reuse its
+        live grant); otherwise (none yet, or released, rejected, lost) a new admission is recorded as
+        ``bulk_id_for(ti_id, try_number, n)``, so every admission keeps its own history row.
+        """
+
+        def insert() -> GrantRecord:
+            with self._write() as session:
+                newest = _admissions_query(ti_id, try_number).order_by(Grant.id.desc()).limit(1)
+                existing = session.scalar(newest.with_for_update())
+                if existing is not None and existing.state in (GrantState.WAITING, GrantState.GRANTED):
+                    return _grant_record(existing)
+                admission = 1 if existing is None else admission_of(existing.bulk_id) + 1
+                row = Grant(
+                    bulk_id=bulk_id_for(ti_id, try_number, admission), dag_id=dag_id, run_id=run_id,
+                    task_id=task_id, map_index=int(map_index), try_number=int(try_number),
+                    job_id=job_id or job_id_for(dag_id, run_id), label=label,
+                    requests=[_plain_request(request) for request in requests], state=GrantState.WAITING.value,
+                    host=None, slots=[], message=None, submitted_at=self._clock(), granted_at=None,
+                    released_at=None,
+                )
+                session.add(row)
+                return _grant_record(row)
+
+        return _once_more_on(insert, IntegrityError)
+
+    @retry_when_locked
+    def record_reused(self, bulk_id: str, note: str) -> GrantRecord:
+        """A live grant serves one more run of its try (Airflow queued the try again before the end
+        of its previous run was read); `note` is added to the row's message as history."""
+        with self._write() as session:
+            row = _existing_grant(session, bulk_id)
+            if row.state != GrantState.GRANTED:
+                raise StateTransitionError(
+                    f"grant '{bulk_id}' (region '{row.label}') is {row.state}, not granted; only a live grant "
+                    f"can serve another run of its try")
+            row.message = _joined(row.message, note)
+            return _grant_record(row)
+
+    @retry_when_locked
+    def admissions(self, ti_id: Any, try_number: int) -> list[GrantRecord]:
+        """Every admission of one task instance try, first first (the try's history in the pool)."""
+        with self._read() as session:
+            rows = session.scalars(_admissions_query(ti_id, try_number).order_by(Grant.id))
+            return [_grant_record(row) for row in rows]
+
+    @retry_when_locked
+    def current_grant(self, ti_id: Any, try_number: int) -> GrantRecord | None:
+        """The newest admission of a task instance try (what its running task process was granted)."""
+        with self._read() as session:
+            row = session.scalar(_admissions_query(ti_id, try_number).order_by(Grant.id.desc()).limit(1))
+            return None if row is None else _grant_record(row)
+
+    @retry_when_locked
     def record_rejected(self, bulk_id: str, message: str) -> GrantRecord:
         """No cluster state can ever satisfy the bulk; `message` says why."""
         with self._write() as session:
@@ -167,6 +245,7 @@ class RegionflowStore:
             row.message = message
             return _grant_record(row)
 
+    @retry_when_locked
     def mark_lost(self, host: str) -> list[GrantRecord]:
         """Every live grant holding a slot on `host` becomes lost; returns them."""
         with self._write() as session:
@@ -177,22 +256,26 @@ class RegionflowStore:
                 row.message = f"host '{host}' was lost while this grant held slots on it"
             return [_grant_record(row) for row in lost]
 
+    @retry_when_locked
     def grant_for(self, bulk_id: str) -> GrantRecord | None:
         with self._read() as session:
             row = session.scalar(select(Grant).where(Grant.bulk_id == bulk_id))
             return None if row is None else _grant_record(row)
 
+    @retry_when_locked
     def live_grants(self) -> list[GrantRecord]:
         """Granted bulks, oldest grant first: what a restarted executor must take back."""
         with self._read() as session:
             return [_grant_record(row) for row in session.scalars(_live_grants_query())]
 
+    @retry_when_locked
     def waiting_grants(self) -> list[GrantRecord]:
         """Waiting bulks in FIFO order (order of first record_waiting)."""
         query = select(Grant).where(Grant.state == GrantState.WAITING.value).order_by(Grant.id)
         with self._read() as session:
             return [_grant_record(row) for row in session.scalars(query)]
 
+    @retry_when_locked
     def grants(self, dag_id: str | None = None, run_id: str | None = None) -> list[GrantRecord]:
         query = _filtered(select(Grant), Grant, dag_id=dag_id, run_id=run_id).order_by(Grant.id)
         with self._read() as session:
@@ -200,6 +283,7 @@ class RegionflowStore:
 
     # ----------------------------------------------------------------------------- attempts
 
+    @retry_when_locked
     def start_attempt(self, attempt_id: str, *, dag_id: str, run_id: str, task_id: str, unit_key: str,
                       host: str, map_index: int = -1, bulk_id: str | None = None, speculative: bool = False,
                       input_bytes: int | None = None) -> AttemptRecord:
@@ -220,6 +304,7 @@ class RegionflowStore:
             session.add(row)
             return _attempt_record(row)
 
+    @retry_when_locked
     def end_attempt(self, attempt_id: str, state: str, message: str | None = None, *,
                     input_bytes: int | None = None) -> AttemptRecord:
         """A running attempt ended as `state` (succeeded, failed, killed or lost_commit)."""
@@ -242,16 +327,19 @@ class RegionflowStore:
                 row.input_bytes = input_bytes
             return _attempt_record(row)
 
+    @retry_when_locked
     def attempt(self, attempt_id: str) -> AttemptRecord | None:
         with self._read() as session:
             row = _attempt_row(session, attempt_id)
             return None if row is None else _attempt_record(row)
 
+    @retry_when_locked
     def attempts(self, dag_id: str, run_id: str, task_id: str | None = None) -> list[AttemptRecord]:
         query = _filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id, task_id=task_id)
         with self._read() as session:
             return [_attempt_record(row) for row in session.scalars(query.order_by(Attempt.id))]
 
+    @retry_when_locked
     def live_attempts(self, unit_key: str, *, dag_id: str | None = None,
                       run_id: str | None = None) -> list[AttemptRecord]:
         """Running attempts of a unit. Unit keys repeat across DAG runs: pass dag_id and run_id."""
@@ -262,6 +350,7 @@ class RegionflowStore:
 
     # ----------------------------------------------------------------------------- commits
 
+    @retry_when_locked
     def record_commit(self, dag_id: str, run_id: str, unit_key: str, attempt_id: str) -> str:
         """Try to make `attempt_id` the unit's output; returns the winner (the first to commit)."""
         try:
@@ -274,11 +363,13 @@ class RegionflowStore:
             assert winner is not None, "a commit row vanished; commits are never deleted"
             return winner.winner_attempt
 
+    @retry_when_locked
     def commit_for(self, dag_id: str, run_id: str, unit_key: str) -> CommitRecord | None:
         with self._read() as session:
             row = session.get(Commit, (dag_id, run_id, unit_key))
             return None if row is None else _commit_record(row)
 
+    @retry_when_locked
     def commits(self, dag_id: str, run_id: str) -> list[CommitRecord]:
         query = _filtered(select(Commit), Commit, dag_id=dag_id, run_id=run_id).order_by(
             Commit.committed_at, Commit.unit_key)
@@ -287,6 +378,7 @@ class RegionflowStore:
 
     # ----------------------------------------------------------------------------- blocklist
 
+    @retry_when_locked
     def block(self, job_id: str, host: str, expires_at: float, reason: str = "") -> BlockRecord:
         """Block `host` for `job_id` until `expires_at` (epoch s); a later existing expiry wins."""
 
@@ -304,12 +396,14 @@ class RegionflowStore:
 
         return _once_more_on(upsert, IntegrityError)
 
+    @retry_when_locked
     def unblock(self, job_id: str, host: str) -> bool:
         """Lift an entry before it expires; True when there was one."""
         with self._write() as session:
             result = session.execute(delete(BlockEntry).where(BlockEntry.job_id == job_id, BlockEntry.host == host))
             return result.rowcount > 0
 
+    @retry_when_locked
     def active_blocks(self, now: float | None = None, *, job_id: str | None = None) -> list[BlockRecord]:
         """Entries not yet expired at `now` (default: the store's clock), soonest expiry first."""
         moment = self._clock() if now is None else now
@@ -318,6 +412,7 @@ class RegionflowStore:
         with self._read() as session:
             return [_block_record(row) for row in session.scalars(query)]
 
+    @retry_when_locked
     def purge_expired(self, now: float | None = None) -> int:
         """Delete entries expired at `now`; returns how many."""
         moment = self._clock() if now is None else now
@@ -326,6 +421,7 @@ class RegionflowStore:
 
     # ----------------------------------------------------------------------------- metrics
 
+    @retry_when_locked
     def record_metric(self, dag_id: str, run_id: str, task_id: str, name: str, value: float, *,
                       labels: Mapping[str, Any] | None = None, recorded_at: float | None = None) -> MetricRecord:
         row = self._metric_row(dag_id, run_id, task_id, name, value, labels, recorded_at)
@@ -333,6 +429,7 @@ class RegionflowStore:
             session.add(row)
             return _metric_record(row)
 
+    @retry_when_locked
     def record_metrics(self, dag_id: str, run_id: str, task_id: str, values: Mapping[str, float], *,
                        labels: Mapping[str, Any] | None = None, recorded_at: float | None = None) -> int:
         """Several named values of one task at one moment, in one transaction; returns how many."""
@@ -343,6 +440,7 @@ class RegionflowStore:
             session.add_all(rows)
         return len(rows)
 
+    @retry_when_locked
     def metrics(self, dag_id: str, run_id: str, task_id: str | None = None,
                 name: str | None = None) -> list[MetricRecord]:
         """Samples in time order (ties in insertion order)."""
@@ -351,6 +449,7 @@ class RegionflowStore:
             rows = session.scalars(query.order_by(Metric.recorded_at, Metric.id))
             return [_metric_record(row) for row in rows]
 
+    @retry_when_locked
     def latest_metrics(self, dag_id: str, run_id: str) -> dict[tuple[str, str], MetricRecord]:
         """The newest sample of each (task_id, name) series of a DAG run."""
         rank = func.row_number().over(partition_by=(Metric.task_id, Metric.name),
@@ -370,6 +469,7 @@ class RegionflowStore:
 
     # ----------------------------------------------------------------------------- copy requests
 
+    @retry_when_locked
     def request_copy(self, *, dag_id: str, run_id: str, task_id: str, map_index: int, unit_key: str,
                      label: str, requests: Sequence[Mapping[str, Any]], template_path: str,
                      py_files: Sequence[str] = (), spark_conf: Mapping[str, str] | None = None,
@@ -393,17 +493,20 @@ class RegionflowStore:
             session.flush()
             return _copy_record(row)
 
+    @retry_when_locked
     def copy_request(self, request_id: int) -> CopyRequestRecord | None:
         with self._read() as session:
             row = session.get(CopyRequest, int(request_id))
             return None if row is None else _copy_record(row)
 
+    @retry_when_locked
     def pending_copy_requests(self) -> list[CopyRequestRecord]:
         """Copy requests no executor has taken yet, oldest first (the executor's FIFO order)."""
         query = select(CopyRequest).where(CopyRequest.state == CopyState.PENDING.value).order_by(CopyRequest.id)
         with self._read() as session:
             return [_copy_record(row) for row in session.scalars(query)]
 
+    @retry_when_locked
     def copy_requests(self, dag_id: str, run_id: str, task_id: str | None = None,
                       map_index: int | None = None) -> list[CopyRequestRecord]:
         query = _filtered(select(CopyRequest), CopyRequest, dag_id=dag_id, run_id=run_id, task_id=task_id,
@@ -411,6 +514,7 @@ class RegionflowStore:
         with self._read() as session:
             return [_copy_record(row) for row in session.scalars(query.order_by(CopyRequest.id))]
 
+    @retry_when_locked
     def mark_copy(self, request_id: int, state: str, *, attempt_id: str | None = None, host: str | None = None,
                   message: str | None = None) -> CopyRequestRecord:
         """Move a copy request on (see COPY_TRANSITIONS); stamps granted_at, started_at or ended_at."""
@@ -441,6 +545,7 @@ class RegionflowStore:
                 row.ended_at = now
             return _copy_record(row)
 
+    @retry_when_locked
     def cancel_copies(self, dag_id: str, run_id: str, task_id: str, map_index: int,
                       message: str = "the shard finished first") -> list[CopyRequestRecord]:
         """Cancel the shard's copy requests that have not started running (pending or granted)."""
@@ -561,6 +666,17 @@ def _open_copies_query(dag_id: str, run_id: str, task_id: str, map_index: int) -
         CopyRequest.dag_id == dag_id, CopyRequest.run_id == run_id, CopyRequest.task_id == task_id,
         CopyRequest.map_index == int(map_index),
         CopyRequest.state.in_([state.value for state in COPY_OPEN_STATES])).order_by(CopyRequest.id)
+
+
+def _admissions_query(ti_id: Any, try_number: int) -> Select[tuple[Grant]]:
+    first = bulk_id_for(ti_id, try_number)
+    return select(Grant).where((Grant.bulk_id == first) | Grant.bulk_id.startswith(f"{first}/", autoescape=True))
+
+
+def _joined(previous: str | None, note: str) -> str:
+    """A grant's message grows by notes, newest last, bounded so a busy sensor cannot bloat it."""
+    text = note if not previous else f"{previous}; {note}"
+    return text if len(text) <= 2000 else "..." + text[-1997:]
 
 
 def _live_grants_query() -> Select[tuple[Grant]]:

@@ -71,9 +71,21 @@ def job_id_for(dag_id: str, run_id: str) -> str:
     return f"{dag_id}/{run_id}"
 
 
-def bulk_id_for(ti_id: str, try_number: int) -> str:
-    """The bulk of one task instance try: the TI's uuid and its try number."""
-    return f"{ti_id}:{int(try_number)}"
+def bulk_id_for(ti_id: Any, try_number: int, admission: int = 1) -> str:
+    """The bulk of one admission of one task instance try.
+
+    Airflow queues the same try again after a deferral, for every reschedule-mode poke and after a
+    scheduler restart; each time the try is *admitted* to the pool again under a fresh bulk id, so
+    the ledger keeps one row per admission: ``<ti uuid>:<try>`` first, then ``<ti uuid>:<try>/<n>``.
+    """
+    base = f"{ti_id}:{int(try_number)}"
+    return base if int(admission) <= 1 else f"{base}/{int(admission)}"
+
+
+def admission_of(bulk_id: str) -> int:
+    """The admission number `bulk_id_for` put into a task instance bulk id (1 for the first)."""
+    _, _, suffix = bulk_id.rpartition(":")[2].partition("/")
+    return int(suffix) if suffix.isdigit() else 1
 
 
 @dataclass(frozen=True)
@@ -196,5 +208,6 @@ class MetricRecord:
 
 __all__ = [
     "ATTEMPT_END_STATES", "COPY_OPEN_STATES", "COPY_TRANSITIONS", "GRANT_TRANSITIONS", "AttemptRecord",
-    "AttemptState", "BlockRecord", "CommitRecord", "CopyRequestRecord", "CopyState", "GrantRecord", "GrantState", "MetricRecord", "Slot", "bulk_id_for", "job_id_for",
+    "AttemptState", "BlockRecord", "CommitRecord", "CopyRequestRecord", "CopyState", "GrantRecord", "GrantState",
+    "MetricRecord", "Slot", "admission_of", "bulk_id_for", "job_id_for",
 ]

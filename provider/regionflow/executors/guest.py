@@ -1,0 +1,80 @@
+"""What the RegionExecutor needs from its host, Airflow's scheduler process, in one place.
+
+- `guarded`: every call the scheduler makes into the executor goes through it (or an equivalent
+  try/except that fails one task), so an exception of regionflow's is logged, never raised into the
+  scheduler loop.
+- `append_task_log`: a line in the task try's log file, where the UI shows it, for a task the
+  executor fails or withdraws without a worker ever running it.
+- `task_instance_states` / `task_instance_finished`: reads of Airflow's metadata database through
+  its ORM (the executor runs inside the scheduler, which owns that database; task processes cannot).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from typing import Any, Callable, Iterable, TypeVar
+
+from airflow.utils.state import TaskInstanceState
+
+FINISHED_STATES = frozenset({TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.UPSTREAM_FAILED,
+                             TaskInstanceState.SKIPPED, TaskInstanceState.REMOVED})
+# A waiting task instance in one of these states (same try) still wants its slots: SCHEDULED is the
+# moment between Airflow re-queueing a try and the executor receiving it again.
+STILL_QUEUED = frozenset({TaskInstanceState.QUEUED, TaskInstanceState.SCHEDULED})
+
+T = TypeVar("T")
+
+
+def guarded(log: logging.Logger | Any, what: str, action: Callable[..., T], *args: Any) -> T | None:
+    """Run `action(*args)`; an exception is logged with `what` and swallowed (returns None)."""
+    try:
+        return action(*args)
+    except Exception:  # noqa: BLE001 - the scheduler loop must never see our exceptions
+        log.exception("RegionExecutor: unexpected error while %s; the scheduler goes on", what)
+        return None
+
+
+def append_task_log(workload: Any, message: str, level: str = "error") -> None:
+    """Write `message` where Airflow reads this try's log, so the UI shows it; never raises."""
+    try:
+        from airflow.configuration import conf
+
+        if not workload.log_path:
+            return
+        path = os.path.join(conf.get("logging", "base_log_folder"), str(workload.log_path))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"timestamp": stamp, "level": level, "event": message}) + "\n")
+    except Exception:  # noqa: BLE001 - a log line must not fail anything
+        logging.getLogger(__name__).exception("regionflow: cannot write to the task log")
+
+
+def task_instance_states(ti_ids: Iterable[str]) -> dict[str, tuple[Any, int]]:
+    """(state, try_number) of each task instance id found in Airflow's metadata database."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    wanted = [uuid.UUID(str(ti_id)) for ti_id in sorted(set(map(str, ti_ids)))]  # the column is a UUID
+    found: dict[str, tuple[Any, int]] = {}
+    with create_session() as session:
+        for start in range(0, len(wanted), 500):
+            query = select(TaskInstance.id, TaskInstance.state, TaskInstance.try_number).where(
+                TaskInstance.id.in_(wanted[start:start + 500]))
+            for ti_id, state, try_number in session.execute(query):
+                found[str(ti_id)] = (state, int(try_number))
+    return found
+
+
+def task_instance_finished(ti_id: str) -> bool:
+    """True when the task instance is gone or in a finished state."""
+    found = task_instance_states([ti_id]).get(str(ti_id))
+    return found is None or found[0] in FINISHED_STATES
+
+
+__all__ = ["FINISHED_STATES", "STILL_QUEUED", "append_task_log", "guarded", "task_instance_finished",
+           "task_instance_states"]

@@ -1,0 +1,219 @@
+"""Conformance: the RegionExecutor carries every Airflow task lifecycle like LocalExecutor, and nothing
+it does can stop the scheduler. One real stack (api-server, scheduler, dag-processor, triggerer on
+SQLite) for the module: targeted lifecycles with the ledger's rows checked, then Airflow's own bundled
+example DAGs run under both executors (the scheduler restarted in between), compared state by state."""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import time
+
+import pytest
+
+from regionflow.conformance import (
+    EXAMPLE_DAG_IDS,
+    LOCAL_EXECUTOR,
+    STACK_CONFIG,
+    copy_examples,
+    differences,
+    run_examples,
+)
+from regionflow.embedded import EmbeddedAirflow
+from regionflow.store import RegionflowStore
+
+HERE = os.path.dirname(__file__)
+pytestmark = pytest.mark.timeout(1800)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    home = tmp_path_factory.mktemp("conformance")
+    dags = home / "dags"
+    shutil.copytree(os.path.join(HERE, "dags_conformance"), dags)
+    copy_examples(str(dags))
+    options = {"hosts": "localhost:slots=4", "data_dir": str(home / "data"),
+               "store_url": f"sqlite:///{home}/regionflow.db"}
+    extra = {"scheduler": {**STACK_CONFIG["scheduler"],
+                           "task_queued_timeout": "8", "task_queued_timeout_check_interval": "3"}}
+    airflow_stack = EmbeddedAirflow(str(home), str(dags), regionflow_options=options, extra_config=extra,
+                                    parallelism=8)
+    airflow_stack.start()
+    try:
+        airflow_stack.create_pool("rf_pool", 1)
+        yield airflow_stack
+    finally:
+        airflow_stack.stop()
+
+
+def store_of(stack) -> RegionflowStore:
+    return RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+
+
+def trigger(stack, dag_id, conf=None):
+    stack.wait_for_dag(dag_id)
+    stack.unpause(dag_id)
+    return stack.trigger(dag_id, conf=conf)
+
+
+def task_instance(stack, dag_id, run_id, task_id, map_index=-1):
+    [ti] = [t for t in stack.task_instances(dag_id, run_id) if t["task_id"] == task_id and t["map_index"] == map_index]
+    return ti
+
+
+def admissions(stack, dag_id, run_id, task_id, map_index=-1):
+    """(admission suffix, state) of every grant row of the task instance, in order."""
+    rows = [g for g in store_of(stack).grants(dag_id=dag_id, run_id=run_id)
+            if g.task_id == task_id and g.map_index == map_index]
+    return [(g.bulk_id.split(":", 1)[1], g.state.value) for g in rows], rows
+
+
+def settled(stack, dag_id, run_id, task_id, map_index=-1, timeout=30):
+    """`admissions` once every row has ended: Airflow may call a run done (the task reported through the
+    execution API) a moment before the executor reads the worker's end and releases the slots."""
+    def ended():
+        states, _ = admissions(stack, dag_id, run_id, task_id, map_index)
+        return states and all(state not in ("waiting", "granted") for _, state in states)
+
+    wait_until(ended, timeout, f"the grants of {dag_id}.{task_id}[{map_index}] to be released")
+    return admissions(stack, dag_id, run_id, task_id, map_index)
+
+
+def wait_until(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.5)
+
+
+def scheduler_alive(stack) -> bool:
+    [component] = [c for c in stack._running if c.name == "scheduler"]
+    return component.process.poll() is None and stack.health()["scheduler"]["status"] == "healthy"
+
+
+def marker_lines(stack, name, run_id) -> int:
+    path = os.path.join(stack.home, "markers", f"{name}--{run_id.replace(':', '_').replace('+', '_')}")
+    if not os.path.exists(path):
+        return 0
+    with open(path, encoding="utf-8") as handle:
+        return len(handle.readlines())
+
+
+def test_a_deferred_task_frees_its_slot_and_resumes_as_a_second_admission_of_the_same_try(stack):
+    run_id = trigger(stack, "rf_defer")
+    assert stack.wait_for_run("rf_defer", run_id, timeout=300) == "success"
+    ti = task_instance(stack, "rf_defer", run_id, "wait")
+    assert ti["try_number"] == 1
+    assert marker_lines(stack, "deferred", run_id) == 1 and marker_lines(stack, "resumed", run_id) == 1
+    states, (first, resumed) = settled(stack, "rf_defer", run_id, "wait")
+    assert states == [("1", "released"), ("1/2", "released")]  # freed while deferred, asked again on resume
+    assert first.released_at < resumed.submitted_at  # no slot held during the 8 s deferral
+    assert scheduler_alive(stack)
+
+
+def test_three_reschedule_pokes_are_three_admissions_of_one_try(stack):
+    run_id = trigger(stack, "rf_reschedule")
+    assert stack.wait_for_run("rf_reschedule", run_id, timeout=300) == "success"
+    assert marker_lines(stack, "poke", run_id) == 3
+    states, _ = settled(stack, "rf_reschedule", run_id, "poke")
+    assert states == [("1", "released"), ("1/2", "released"), ("1/3", "released")]
+    assert scheduler_alive(stack)
+
+
+def test_a_retry_and_a_clear_each_get_a_new_try_with_its_own_grant(stack):
+    run_id = trigger(stack, "rf_retry")
+    assert stack.wait_for_run("rf_retry", run_id, timeout=300) == "success"
+    assert task_instance(stack, "rf_retry", run_id, "flaky")["try_number"] == 2
+    stack.clear_task("rf_retry", run_id, ["flaky"])
+    wait_until(lambda: task_instance(stack, "rf_retry", run_id, "flaky")["try_number"] == 3
+               and stack.dag_run("rf_retry", run_id)["state"] == "success", 300, "the cleared task to run again")
+    states, _ = settled(stack, "rf_retry", run_id, "flaky")
+    assert states == [("1", "released"), ("2", "released"), ("3", "released")]
+    assert marker_lines(stack, "retry", run_id) == 3
+
+
+def test_waiting_for_slots_outlasts_every_timeout_and_a_task_marked_success_meanwhile_never_runs(stack):
+    blocker = trigger(stack, "rf_blocker", conf={"seconds": 25})
+    wait_until(lambda: task_instance(stack, "rf_blocker", blocker, "hold")["state"] == "running", 120,
+               "the blocker to run")
+    waiter, marked = trigger(stack, "rf_waiter"), trigger(stack, "rf_marked")
+    wait_until(lambda: [s for _, s in admissions(stack, "rf_marked", marked, "never")[0]] == ["waiting"]
+               and [s for _, s in admissions(stack, "rf_waiter", waiter, "short")[0]] == ["waiting"], 120,
+               "both tasks to wait for slots")
+    assert task_instance(stack, "rf_marked", marked, "never")["state"] == "queued"
+    stack.set_task_state("rf_marked", marked, "never", "success")
+    wait_until(lambda: admissions(stack, "rf_marked", marked, "never")[0] == [("1", "released")], 30,
+               "the marked task to leave the slot queue")
+    _, [row] = admissions(stack, "rf_marked", marked, "never")
+    assert "withdrawn" in row.message and "success" in row.message
+    # the waiter sits QUEUED beyond [scheduler] task_queued_timeout (8 s) and its execution_timeout (5 s)
+    assert stack.wait_for_run("rf_waiter", waiter, timeout=300) == "success"
+    assert stack.wait_for_run("rf_blocker", blocker, timeout=300) == "success"
+    waiter_ti = task_instance(stack, "rf_waiter", waiter, "short")
+    assert waiter_ti["try_number"] == 1
+    states, [waiter_row] = settled(stack, "rf_waiter", waiter, "short")
+    assert states == [("1", "released")] and waiter_row.granted_at - waiter_row.submitted_at > 8
+    assert stack.dag_run("rf_marked", marked)["state"] == "success"
+    assert marker_lines(stack, "never", marked) == 0  # it never ran
+    assert scheduler_alive(stack)
+
+
+def test_a_task_marked_failed_while_it_runs_stops_and_frees_its_slots(stack):
+    blocker = trigger(stack, "rf_blocker", conf={"seconds": 120})
+    wait_until(lambda: task_instance(stack, "rf_blocker", blocker, "hold")["state"] == "running", 120,
+               "the blocker to run")
+    stack.set_task_state("rf_blocker", blocker, "hold", "failed")
+    assert stack.wait_for_run("rf_blocker", blocker, timeout=60) == "failed"
+    states, _ = settled(stack, "rf_blocker", blocker, "hold", timeout=60)
+    assert states == [("1", "released")]
+    after = trigger(stack, "rf_healthy")  # the whole cluster is free again
+    assert stack.wait_for_run("rf_healthy", after, timeout=120) == "success"
+
+
+def test_a_mapped_task_in_an_airflow_pool_with_max_active_tis(stack):
+    run_id = trigger(stack, "rf_mapped")
+    assert stack.wait_for_run("rf_mapped", run_id, timeout=300) == "success"
+    for index in range(3):
+        states, _ = settled(stack, "rf_mapped", run_id, "each", index)
+        assert states == [("1", "released")]
+    spans = sorted((ti["start_date"], ti["end_date"]) for ti in stack.task_instances("rf_mapped", run_id))
+    assert len(spans) == 3 and all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))  # one at a time
+
+
+def test_a_store_fault_fails_that_task_only_and_the_scheduler_keeps_scheduling(stack):
+    database = os.path.join(stack.home, "regionflow.db")
+    with sqlite3.connect(database, timeout=30) as connection:
+        connection.execute("CREATE TRIGGER rf_test_fault BEFORE INSERT ON grants WHEN NEW.dag_id = 'rf_faulty' "
+                           "BEGIN SELECT RAISE(ABORT, 'injected fault: the store refuses rf_faulty'); END")
+    try:
+        faulty, healthy = trigger(stack, "rf_faulty"), trigger(stack, "rf_healthy")
+        assert stack.wait_for_run("rf_faulty", faulty, timeout=300) == "failed"
+        assert stack.wait_for_run("rf_healthy", healthy, timeout=300) == "success"
+    finally:
+        with sqlite3.connect(database, timeout=30) as connection:
+            connection.execute("DROP TRIGGER rf_test_fault")
+    assert marker_lines(stack, "refused", faulty) == 0 and marker_lines(stack, "fine", healthy) == 1
+    log = stack.task_log("rf_faulty", faulty, "refused", 1)
+    assert "injected fault" in log and "unexpected error while admitting it to the slot pool" in log
+    assert "injected fault" in open(stack.log_path("scheduler"), encoding="utf-8").read()
+    assert scheduler_alive(stack)
+    after = trigger(stack, "rf_healthy")  # and it goes on scheduling
+    assert stack.wait_for_run("rf_healthy", after, timeout=300) == "success"
+
+
+def test_bundled_example_dags_end_alike_under_region_and_local_executor(stack):
+    under_region, region_s = run_examples(stack)
+    assert scheduler_alive(stack)
+    stack.restart("scheduler", env={"AIRFLOW__CORE__EXECUTOR": LOCAL_EXECUTOR})
+    try:
+        under_local, local_s = run_examples(stack)
+        assert scheduler_alive(stack)
+    finally:
+        stack.restart("scheduler")
+    for dag_id in EXAMPLE_DAG_IDS:
+        print(f"{dag_id:36s} RegionExecutor {under_region[dag_id][0]:8s} LocalExecutor {under_local[dag_id][0]}")
+    print(f"all runs: RegionExecutor {region_s:.1f} s, LocalExecutor {local_s:.1f} s")
+    assert set(under_region) == set(EXAMPLE_DAG_IDS)
+    assert differences(under_region, under_local) == []
+    assert under_region["example_failed_dag"][0] == "failed"  # the comparison can tell failures apart
+    assert sum(len(states) for _, states in under_region.values()) > 50

@@ -1,0 +1,208 @@
+"""RegionExecutor in-process: every way Airflow hands it the same task instance try again, and every
+fault of ours, end in the right ledger rows and never in an exception into the scheduler.
+(No stack: LocalExecutor's workers are replaced by a list we read, as in test_executor.py.)"""
+import pytest
+from airflow.utils.state import TaskInstanceState
+
+from regionflow.store import GrantState, RegionflowStore, StoreError
+
+from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
+
+SUCCESS, FAILED, RUNNING = TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.RUNNING
+
+
+def store_of(settings):  # noqa: F811
+    return RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")
+
+
+def admissions(settings, w):  # noqa: F811
+    rows = store_of(settings).admissions(w.ti.id, w.ti.try_number)
+    return [(g.bulk_id.split(":", 1)[1], g.state.value) for g in rows]
+
+
+def requeue(ex, w):
+    """The scheduler queues the same try again: a new workload object with the same key."""
+    again = w.model_copy(deep=True)
+    queue(ex, again)
+    return again
+
+
+def test_deferral_releases_the_slots_and_the_resumed_try_is_a_second_admission(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    sensor = workload(slots=4, task_id="wait")
+    other = workload(slots=1, task_id="other")
+    queue(ex, sensor, other)
+    assert [w.ti.task_id for w in ex.activity_queue] == ["wait"]
+    ex.change_state(sensor.key, SUCCESS)  # the process exits after defer(): its slots go back at once
+    assert [w.ti.task_id for w in ex.activity_queue] == ["wait", "other"]
+    assert ex.event_buffer[sensor.key][0] == SUCCESS
+    ex.event_buffer.clear()
+    requeue(ex, sensor)  # the trigger fired: same key, same try number
+    ex.change_state(other.key, SUCCESS)
+    assert [w.ti.task_id for w in ex.activity_queue] == ["wait", "other", "wait"]
+    ex.change_state(sensor.key, SUCCESS)
+    assert admissions(settings, sensor) == [("1", "released"), ("1/2", "released")]
+    assert ex.pool.free_slots() == 4 and not ex.granted and not ex.held and not ex.runs
+
+
+def test_three_reschedule_pokes_are_three_admissions_of_one_try(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    sensor = workload(slots=1, task_id="poke")
+    queue(ex, sensor)
+    for _ in range(2):
+        ex.change_state(sensor.key, SUCCESS)  # up_for_reschedule: the worker still says "success"
+        requeue(ex, sensor)
+    ex.change_state(sensor.key, SUCCESS)
+    assert admissions(settings, sensor) == [("1", "released"), ("1/2", "released"), ("1/3", "released")]
+    assert len(ex.activity_queue) == 3
+
+
+def test_requeue_before_the_previous_end_is_read_reuses_the_live_grant(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    sensor = workload(slots=2, task_id="poke")
+    queue(ex, sensor)
+    requeue(ex, sensor)  # the poke's end is still in the result queue when the next poke is queued
+    assert len(ex.activity_queue) == 2 and ex.runs[sensor.key] == 2
+    ex.change_state(sensor.key, SUCCESS)  # the first poke's late end: not reported, slots kept
+    assert sensor.key not in ex.event_buffer and ex.pool.free_slots() == 2
+    ex.change_state(sensor.key, SUCCESS)
+    assert ex.event_buffer[sensor.key][0] == SUCCESS and ex.pool.free_slots() == 4
+    [grant] = store_of(settings).admissions(sensor.ti.id, 1)
+    assert grant.state is GrantState.RELEASED and "live grant was reused" in grant.message
+
+
+def test_queued_twice_while_waiting_keeps_its_place(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    first, second, third = (workload(slots=4, task_id=t) for t in ("first", "second", "third"))
+    queue(ex, first, second, third)
+    again = requeue(ex, second)
+    ex.change_state(first.key, SUCCESS)
+    assert [w.ti.task_id for w in ex.activity_queue] == ["first", "second"]
+    assert ex.activity_queue[-1] is again  # the newest workload (fresh token) runs
+    assert admissions(settings, second) == [("1", "granted")]
+
+
+def test_a_new_try_is_a_new_bulk(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    task = workload(slots=1, task_id="retry")
+    queue(ex, task)
+    ex.change_state(task.key, FAILED)
+    retry = task.model_copy(deep=True)
+    retry.ti.try_number = 2
+    queue(ex, retry)
+    ex.change_state(retry.key, SUCCESS)
+    assert admissions(settings, task) == [("1", "released")]
+    assert admissions(settings, retry) == [("2", "released")]
+
+
+def test_a_task_marked_success_while_waiting_is_withdrawn_and_the_next_one_starts(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    blocker, marked, after = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="marked"), \
+        workload(slots=4, task_id="after")
+    queue(ex, blocker, marked, after)
+    states = {str(w.ti.id): (TaskInstanceState.QUEUED, 1) for w in (marked, after)}
+    states[str(marked.ti.id)] = (SUCCESS, 1)  # marked success in the UI
+    monkeypatch.setattr("regionflow.executors.region_executor.task_instance_states", lambda ids: states)
+    ex.sync()
+    assert [w.ti.task_id for w in ex.activity_queue] == ["blocker"]
+    ex.change_state(blocker.key, SUCCESS)
+    assert [w.ti.task_id for w in ex.activity_queue] == ["blocker", "after"]
+    [grant] = store_of(settings).admissions(marked.ti.id, 1)
+    assert grant.state is GrantState.RELEASED and "withdrawn" in grant.message and "success" in grant.message
+    assert marked.key not in ex.event_buffer  # Airflow already knows; nothing to report
+    assert "withdrawn" in (settings / "logs" / "dag_id=d" / "marked.log").read_text()
+
+
+def test_a_cleared_waiting_try_is_withdrawn(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    blocker, cleared = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="cleared")
+    queue(ex, blocker, cleared)
+    monkeypatch.setattr("regionflow.executors.region_executor.task_instance_states",
+                        lambda ids: {str(cleared.ti.id): (None, 2)})
+    ex.sync()
+    assert not ex.held and admissions(settings, cleared) == [("1", "released")]
+
+
+def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    blocker, stuck = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="stuck")
+    queue(ex, blocker, stuck)
+    ex.fail(stuck.key)
+    assert not ex.held and ex.event_buffer[stuck.key][0] == FAILED
+    assert admissions(settings, stuck) == [("1", "released")]
+
+
+def test_revoke_is_declined_as_airflow_expects_from_executors_that_cannot_revoke(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    waiting = workload(slots=4, task_id="w")
+    queue(ex, workload(slots=4, task_id="blocker"), waiting)
+    with pytest.raises(NotImplementedError):
+        ex.revoke_task(ti=waiting.ti)
+    assert ex.pool.is_waiting(ex.waiting[waiting.key])  # keeps its place
+
+
+def test_a_store_fault_fails_that_task_only_and_the_executor_goes_on(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    real_admit = ex.store.admit
+
+    def faulty_admit(ti_id, try_number, **fields):
+        if fields["dag_id"] == "faulty":
+            raise StoreError("injected fault")
+        return real_admit(ti_id, try_number, **fields)
+
+    monkeypatch.setattr(ex.store, "admit", faulty_admit)
+    bad, good = workload(slots=1, dag_id="faulty", task_id="bad"), workload(slots=1, task_id="good")
+    queue(ex, bad, good)  # must not raise
+    assert [w.ti.task_id for w in ex.activity_queue] == ["good"]
+    state, info = ex.event_buffer[bad.key]
+    assert state == FAILED and "injected fault" in info
+    assert "injected fault" in (settings / "logs" / "dag_id=faulty" / "bad.log").read_text()
+
+
+def test_a_fault_when_recording_the_release_still_frees_the_slots(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    first, second = workload(slots=4, task_id="first"), workload(slots=4, task_id="second")
+    queue(ex, first, second)
+    real_release, faults = ex.store.record_released, []
+
+    def release_once_down(bulk_id, message=None):
+        if not faults:
+            faults.append(bulk_id)
+            raise StoreError("down")
+        return real_release(bulk_id, message)
+
+    monkeypatch.setattr(ex.store, "record_released", release_once_down)
+    ex.change_state(first.key, SUCCESS)  # must not raise
+    assert ex.event_buffer[first.key][0] == SUCCESS
+    assert [w.ti.task_id for w in ex.activity_queue] == ["first", "second"]  # the pool freed the slots
+    assert admissions(settings, first) == [("1", "released")]  # the stale row was healed on the next grant
+    assert admissions(settings, second) == [("1", "granted")]
+
+
+def test_no_entry_point_raises_into_the_scheduler(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    boom = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom"))  # noqa: E731
+    for step in ("_finish_copies", "_mirror_blocklist", "_take_copy_requests", "_poll_pool", "_check_adopted",
+                 "_check_held", "_notice_starving_jobs"):
+        monkeypatch.setattr(ex, step, boom)
+    monkeypatch.setattr(ex, "_read_results", boom)
+    ex.sync()
+    ex.heartbeat()
+    monkeypatch.setattr(ex.pool, "submit", boom)
+    plain = workload(task_id="plain")
+    queue(ex, plain)
+    assert ex.event_buffer[plain.key][0] == FAILED and "boom" in ex.event_buffer[plain.key][1]
+
+
+def test_a_restored_grant_serves_the_try_when_the_new_scheduler_queues_it_again(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    task = workload(slots=3, task_id="long")
+    queue(ex, task)
+    restarted = executor(monkeypatch)
+    restarted._rebuild_ledger()
+    queue(restarted, task.model_copy(deep=True))
+    assert len(restarted.activity_queue) == 1 and restarted.pool.free_slots() == 1
+    restarted.change_state(task.key, SUCCESS)
+    assert restarted.pool.free_slots() == 4
+    [grant] = store_of(settings).admissions(task.ti.id, 1)
+    assert grant.state is GrantState.RELEASED and "restored grant was reused" in grant.message
