@@ -58,30 +58,32 @@ def test_release_reasons_and_reuse_notes_are_kept(store):
         store.record_reused("ti:1", "again")
 
 
-def test_a_briefly_locked_database_is_waited_out(tmp_path):
+@pytest.fixture
+def locked(tmp_path):
+    """A store with a 50 ms busy timeout, and another connection holding its file's exclusive lock."""
     path = tmp_path / "regionflow.db"
     store = RegionflowStore(f"sqlite:///{path}", busy_timeout_s=0.05)
     store.create_all()
     locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     locker.execute("BEGIN EXCLUSIVE")
+    yield store, locker
+    if locker.in_transaction:
+        locker.rollback()
+
+
+def test_a_briefly_locked_database_is_waited_out(locked):
+    store, locker = locked
     threading.Timer(0.4, locker.rollback).start()
     started = time.monotonic()
     assert store.admit("ti", 1, **FIELDS).bulk_id == "ti:1"  # the 50 ms busy timeout alone would fail
     assert 0.3 < time.monotonic() - started < 5
 
 
-def test_a_database_locked_for_good_fails_in_bounded_time_with_the_cause(tmp_path):
-    path = tmp_path / "regionflow.db"
-    store = RegionflowStore(f"sqlite:///{path}", busy_timeout_s=0.05)
-    store.create_all()
-    locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    locker.execute("BEGIN EXCLUSIVE")
+def test_a_database_locked_for_good_fails_in_bounded_time_with_the_cause(locked):
+    store, _ = locked
     started = time.monotonic()
-    try:
-        with pytest.raises(StoreError, match="locked") as raised:
-            store.admit("ti", 1, **FIELDS)
-    finally:
-        locker.rollback()
+    with pytest.raises(StoreError, match="locked") as raised:
+        store.admit("ti", 1, **FIELDS)
     assert time.monotonic() - started < 10
     assert is_locked_error(raised.value)
 
