@@ -16,7 +16,8 @@ SPARK_VERSION = "4.2.0"
 INSTALL_REQUIRES = [
     "apache-airflow>=3.3,<3.4",
     "apache-airflow-providers-apache-spark>=6.3.4,<7",
-    f"pyspark=={SPARK_VERSION}",
+    # [connect]: the Spark Connect client (grpcio, ...) the session backend's servers are used with
+    f"pyspark[connect]=={SPARK_VERSION}",
     f"pyspark-client=={SPARK_VERSION}",
     # pyspark-client wants pandas>=2.2; PySpark 4.2 warns that pandas 3 is not
     # fully supported yet.

@@ -45,7 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(commands)
     _add_bench(commands)
     _add_status(commands)
+    from .session_cli import add_session
+
+    add_session(commands, _add_cluster_options, _cluster_from_args)
     return parser
+
+
+def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    cluster = parser.add_mutually_exclusive_group()
+    cluster.add_argument("--slots", type=int, default=None, help="one local host with N slots (default: CPU count)")
+    cluster.add_argument("--hosts", default=None,
+                         help="host spec, as [regionflow] hosts, e.g. 'a:slots=1,affinity=0;b:slots=1,affinity=1'")
 
 
 # ---- status ---------------------------------------------------------------------------------------
@@ -165,9 +175,7 @@ def _add_simulate(commands) -> None:
     simulate = commands.add_parser("simulate", help="run jobs on a simulated cluster with the real scheduler")
     simulate.add_argument("jobs", nargs="+", metavar="JOB", help="job spec files or module:attribute references")
     simulate.add_argument("--mode", default=None, help=MODES_HELP)
-    cluster = simulate.add_mutually_exclusive_group()
-    cluster.add_argument("--slots", type=int, default=None, help="one host with N slots")
-    cluster.add_argument("--hosts", default=None, help="host spec, e.g. 'h1:slots=2;h2:slots=4,gpu=1'")
+    _add_cluster_options(simulate)
     simulate.add_argument("--durations", default=None,
                           help="per-vertex subtask durations, e.g. 'A=2,B=0.5' (default 1.0)")
     simulate.add_argument("--allocator", choices=("fifo-bulk", "per-task"), default="fifo-bulk")
@@ -204,9 +212,7 @@ def _add_run(commands) -> None:
     run.add_argument("job", help="package.module:attribute naming a JobGraph (or a job spec file whose "
                                  "vertices name their 'fn')")
     run.add_argument("--mode", default=None, help=MODES_HELP)
-    cluster = run.add_mutually_exclusive_group()
-    cluster.add_argument("--slots", type=int, default=None, help="one local host with N slots (default: CPU count)")
-    cluster.add_argument("--hosts", default=None, help="host spec, e.g. 'a:slots=1,affinity=0;b:slots=1,affinity=1'")
+    _add_cluster_options(run)
     run.add_argument("--data-dir", default=None, help="partition store and relative sink paths (default: a temp dir)")
     run.add_argument("--max-shards", type=_positive_int, default=1,
                      help="Spark submissions per logical region at most (default 1)")

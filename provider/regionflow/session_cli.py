@@ -1,0 +1,64 @@
+"""``regionflow session start|stop|status``: the Spark Connect servers of a cluster's hosts.
+
+For a real installation these run beside Airflow, e.g. under systemd (see the README); the embedded
+stack and ``regionflow run`` start and stop their own.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Callable
+
+from .spark.connect import DEFAULT_BASE_PORT, DEFAULT_START_TIMEOUT_S, SessionServers, default_state_dir
+
+EXIT_DOWN = 1  # `status`: some server is not up
+
+
+def add_session(commands: Any, add_cluster_options: Callable[[argparse.ArgumentParser], None],
+                cluster_from_args: Callable[[argparse.Namespace], Any]) -> None:
+    """Register ``session start|stop|status`` on the CLI's subcommands (the cluster options and their
+    parser are the CLI's own, shared with ``simulate`` and ``run``)."""
+    session = commands.add_parser("session", help="long-lived Spark Connect servers, one per host")
+    actions = session.add_subparsers(title="actions")
+    helps = {"start": "start the servers that are not up and wait until they answer",
+             "stop": "stop the servers (their whole process groups)",
+             "status": "show each server: up, starting or down (exit 1 if any is not up)"}
+    for action, text in helps.items():
+        parser = actions.add_parser(action, help=text)
+        parser.add_argument("--host", action="append", default=None, metavar="H",
+                            help="a host of the cluster (repeat for several; default: every host)")
+        add_cluster_options(parser)
+        parser.add_argument("--state-dir", default=None,
+                            help="pid/port files and server logs (default: $AIRFLOW_HOME/regionflow-sessions)")
+        parser.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT,
+                            help=f"host i of the cluster listens on 127.0.0.1:BASE+i (default {DEFAULT_BASE_PORT})")
+        parser.add_argument("--format", choices=("text", "json"), default="text")
+        if action == "start":
+            parser.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S,
+                                help="seconds to wait for each server to answer")
+        parser.set_defaults(handler=lambda args: run_session(args, cluster_from_args(args)), action=action)
+
+
+def run_session(args: argparse.Namespace, cluster: Any) -> int:
+    servers = SessionServers(cluster, args.state_dir or default_state_dir(), args.base_port)
+    if args.action == "start":
+        statuses = servers.start(args.host, timeout=args.timeout)
+    elif args.action == "stop":
+        stopped = servers.stop(args.host)
+        statuses = servers.status(args.host)
+        if args.format == "text":
+            print(f"stopped: {', '.join(stopped) or 'none was running'}")
+    else:
+        statuses = servers.status(args.host)
+    if args.format == "json":
+        print(json.dumps([vars(status) for status in statuses], indent=2))
+    else:
+        for status in statuses:
+            detail = f"pid {status.pid}" if status.pid else (status.cause or "")
+            print(f"{status.host}: {status.state} at {status.url} ({detail})")
+    if args.action == "status" and not all(status.up for status in statuses):
+        return EXIT_DOWN
+    return 0
+
+
+__all__ = ["add_session", "run_session"]

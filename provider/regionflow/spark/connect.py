@@ -1,0 +1,292 @@
+"""Long-lived Spark per host: one Spark Connect server per host of the cluster (the session backend's
+TaskManager), started, checked and stopped here.
+
+A server is ``spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer
+spark-internal`` from the installed pyspark (which ships ``spark-connect_2.13-<version>.jar``), on the
+host's master (``local[<slots>]`` for a local host, pinned to its cores like a submission; a standalone
+master URL otherwise), with its gRPC endpoint bound to 127.0.0.1 on a port per host and Spark's UI off.
+Every server of a cluster runs in a process group of its own and is described by a small JSON state
+file (pid, port, master, log) in a state directory, so ``regionflow session status`` from another
+process finds it and ``stop`` ends the whole group. Its output goes to ``<state dir>/<host>.log``.
+
+A server that cannot start (the port is taken, no Java, a bad master) is reported *down* with the
+cause read from its log, at once when its process exits, never by waiting out the timeout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from ..core.errors import RegionflowError
+from ..scheduling.hosts import Cluster, Host
+from .submit import (
+    LOOPBACK,
+    SubmitConfigError,
+    _sized_master,
+    pinned_cpus,
+    spark_child_env,
+    spark_submit_binary,
+    terminate_process_group,
+)
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+DEFAULT_BASE_PORT = 15002  # Spark Connect's own default port; host i of a cluster gets base + i
+DEFAULT_START_TIMEOUT_S = 180.0
+# Set by pyspark in a process once it built a Connect client session; inherited by a child they would
+# make that child's own SparkSession a Connect client too.
+CONNECT_CLIENT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+_LOG_TAIL = 30
+
+
+class SessionServerError(RegionflowError):
+    """A Spark Connect server could not be started or reached."""
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What a state file records about one running server."""
+
+    host: str
+    pid: int
+    port: int
+    master: str
+    log_path: str
+    started_at: float
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """`up` (the port answers), `starting` (its process lives, the port does not answer yet) or
+    `down` (no process; `cause` says why when known)."""
+
+    host: str
+    state: str
+    url: str
+    pid: int | None = None
+    cause: str | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.state == "up"
+
+
+class ConnectServer:
+    """The Spark Connect server of one host."""
+
+    def __init__(self, host: Host, port: int, state_dir: str, conf: Mapping[str, str] | None = None) -> None:
+        if not 1 <= int(port) <= 65535:
+            raise SubmitConfigError(f"host {host.name!r}: Spark Connect port {port} is not a TCP port (1-65535)")
+        self.host = host
+        self.port = int(port)
+        self.state_dir = os.path.abspath(state_dir)
+        self.conf = dict(conf or {})
+
+    @property
+    def url(self) -> str:
+        """The client URL, ``sc://127.0.0.1:<port>``."""
+        return f"sc://{LOOPBACK}:{self.port}"
+
+    @property
+    def state_path(self) -> str:
+        return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.json")
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.log")
+
+    def command(self) -> list[str]:
+        """The spark-submit command line of this host's server."""
+        master = _sized_master(self.host.spark.master, self.host.slots)
+        conf = {
+            "spark.connect.grpc.binding.address": LOOPBACK,
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.ui.enabled": "false",
+            "spark.app.name": f"regionflow session {self.host.name}",
+            # regions of several attempts share the server: each session's jobs go to its own FAIR pool
+            "spark.scheduler.mode": "FAIR",
+        }
+        if master.loopback:
+            conf.update({"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK})
+        conf.update(self.conf)
+        args = [spark_submit_binary(), "--class", SERVER_CLASS, "--master", master.url]
+        for key, value in conf.items():
+            args += ["--conf", f"{key}={value}"]
+        return args + ["spark-internal"]
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> ServerStatus:
+        """Start the server unless it is up already; return once its port answers.
+
+        Raises `SessionServerError` with the cause when the process exits first (port taken, no Java)
+        or the port does not answer within `timeout` seconds (the process is then stopped)."""
+        current = self.status()
+        if current.state in ("up", "starting") and current.pid is not None:
+            return current if current.up else self._wait_ready(current.pid, timeout)
+        if _port_answers(self.port):
+            raise SessionServerError(
+                f"host {self.host.name!r}: port {self.port} on {LOOPBACK} is already in use by another "
+                f"program; free it or give this host another Spark Connect port")
+        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        env = classic_spark_env()
+        with open(self.log_path, "ab") as log, pinned_cpus(self.host.spark.cpu_affinity):
+            try:
+                process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
+                                           stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            except OSError as error:
+                raise SessionServerError(f"host {self.host.name!r}: cannot start spark-submit: {error}") from error
+        state = ServerState(self.host.name, process.pid, self.port, self.host.spark.master, self.log_path,
+                            time.time())
+        _write_json(self.state_path, asdict(state))
+        return self._wait_ready(process.pid, timeout, process)
+
+    def _wait_ready(self, pid: int, timeout: float, process: subprocess.Popen | None = None) -> ServerStatus:
+        deadline = time.monotonic() + timeout
+        while True:
+            exited = process.poll() if process is not None else (None if _alive(pid) else -1)
+            if exited is not None:
+                self._forget()
+                raise SessionServerError(
+                    f"host {self.host.name!r}: the Spark Connect server exited (code {exited}) before its port "
+                    f"{self.port} answered; its log ({self.log_path}) ends with:\n{_tail(self.log_path)}")
+            if _port_answers(self.port) and self._answers_a_session():
+                return ServerStatus(self.host.name, "up", self.url, pid)
+            if time.monotonic() >= deadline:
+                self.stop()
+                raise SessionServerError(
+                    f"host {self.host.name!r}: the Spark Connect server did not answer on port {self.port} within "
+                    f"{timeout:.0f} s; it was stopped. Its log ({self.log_path}) ends with:\n{_tail(self.log_path)}")
+            time.sleep(0.2)
+
+    def _answers_a_session(self) -> bool:
+        """A client session runs a one-row job (the port opens before the server can serve)."""
+        from pyspark.sql import SparkSession
+
+        try:
+            session = SparkSession.builder.remote(self.url).create()
+            try:
+                return session.range(1).count() == 1
+            finally:
+                session.stop()
+        except Exception:  # noqa: BLE001 - not ready yet; the caller keeps waiting
+            return False
+
+    def status(self) -> ServerStatus:
+        """Whether this host's server is up, starting or down (read from its state file and port)."""
+        state = self._state()
+        if state is None:
+            return ServerStatus(self.host.name, "down", self.url, cause="not started")
+        if not _alive(state.pid):
+            return ServerStatus(self.host.name, "down", self.url, cause=f"process {state.pid} is gone")
+        return ServerStatus(self.host.name, "up" if _port_answers(self.port) else "starting", self.url, state.pid)
+
+    def stop(self, grace_seconds: float = 10.0) -> bool:
+        """Stop the server's whole process group; True when one was running."""
+        state = self._state()
+        self._forget()
+        if state is None:
+            return False
+        return terminate_process_group(state.pid, grace_seconds)
+
+    def _state(self) -> ServerState | None:
+        try:
+            with open(self.state_path, encoding="utf-8") as handle:
+                data = json.load(handle)
+            return ServerState(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _forget(self) -> None:
+        try:
+            os.remove(self.state_path)
+        except FileNotFoundError:
+            pass
+
+
+class SessionServers:
+    """The Connect servers of a whole cluster: host i listens on ``base_port + i``."""
+
+    def __init__(self, cluster: Cluster, state_dir: str, base_port: int = DEFAULT_BASE_PORT,
+                 conf: Mapping[str, str] | None = None) -> None:
+        self.cluster = cluster
+        self.servers = {host.name: ConnectServer(host, base_port + index, state_dir, conf)
+                        for index, host in enumerate(cluster)}
+
+    def server(self, host: str) -> ConnectServer:
+        try:
+            return self.servers[host]
+        except KeyError:
+            raise SessionServerError(
+                f"no host {host!r} in the cluster; its hosts are: {', '.join(self.servers)}") from None
+
+    def start(self, hosts: list[str] | None = None, timeout: float = DEFAULT_START_TIMEOUT_S) -> list[ServerStatus]:
+        return [self.server(name).start(timeout) for name in (hosts or list(self.servers))]
+
+    def status(self, hosts: list[str] | None = None) -> list[ServerStatus]:
+        return [self.server(name).status() for name in (hosts or list(self.servers))]
+
+    def stop(self, hosts: list[str] | None = None) -> list[str]:
+        """Stop the named (default: all) servers; returns the hosts whose server was running."""
+        return [name for name in (hosts or list(self.servers)) if self.server(name).stop()]
+
+
+def classic_spark_env() -> dict[str, str]:
+    """This process's environment for a Spark child (JVM, classic driver), without the variables a
+    Connect client session left in it."""
+    env = {key: value for key, value in os.environ.items() if key not in CONNECT_CLIENT_VARIABLES}
+    env.update(spark_child_env())
+    return env
+
+
+def default_state_dir() -> str:
+    """``$AIRFLOW_HOME/regionflow-sessions`` (``~/airflow`` without AIRFLOW_HOME)."""
+    home = os.environ.get("AIRFLOW_HOME") or os.path.join(os.path.expanduser("~"), "airflow")
+    return os.path.join(home, "regionflow-sessions")
+
+
+def _file_name(host: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in host) or "host"
+
+
+def _port_answers(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((LOOPBACK, port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _write_json(path: str, data: Mapping[str, Any]) -> None:
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(dict(data), handle)
+    os.replace(temporary, path)
+
+
+def _tail(path: str, lines: int = _LOG_TAIL) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+__all__ = ["CONNECT_CLIENT_VARIABLES", "ConnectServer", "DEFAULT_BASE_PORT", "classic_spark_env", "ServerState", "ServerStatus", "SessionServerError",
+           "SessionServers", "default_state_dir"]

@@ -1,0 +1,131 @@
+"""Long-lived Spark per host: a real Spark Connect server started, used by client sessions, cancelled
+by tag, killed, and refused when it cannot start. One server for the module (a JVM start costs ~5-20 s)."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from regionflow.cli import main as cli
+from regionflow.scheduling.hosts import Cluster, Host
+from regionflow.spark.connect import ConnectServer, SessionServerError, SessionServers
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    started = ConnectServer(Host.of("h1", 2, master="local[2]"), free_port(), str(tmp_path_factory.mktemp("sessions")))
+    began = time.monotonic()
+    status = started.start()
+    print(f"\nSpark Connect server up after {time.monotonic() - began:.1f} s")
+    assert status.up and status.url == started.url
+    yield started
+    started.stop()
+
+
+def session(server):
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.remote(server.url).create()
+
+
+def test_a_client_session_runs_jobs_on_the_servers_local_master(server):
+    spark = session(server)
+    try:
+        assert spark.range(1000).selectExpr("sum(id) AS s").collect()[0]["s"] == 499500
+        assert spark.conf.get("spark.master") == "local[2]"
+        assert spark.conf.get("spark.connect.grpc.binding.address") == "127.0.0.1"
+    finally:
+        spark.stop()
+
+
+def test_two_sessions_do_not_see_each_others_views_or_conf(server):
+    first, second = session(server), session(server)
+    try:
+        first.range(3).createOrReplaceTempView("mine")
+        first.conf.set("spark.sql.shuffle.partitions", "3")
+        assert first.catalog.tableExists("mine") and not second.catalog.tableExists("mine")
+        assert second.conf.get("spark.sql.shuffle.partitions") != "3"
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_interrupting_an_attempts_tag_stops_its_jobs_and_not_the_others(server):
+    doomed, bystander = session(server), session(server)
+    ended = {}
+
+    def long_job():
+        doomed.addTag("attempt-doomed")  # tags are per thread: the attempt's own thread sets it
+        try:
+            doomed.range(0, 10**12, 1, 2).filter("id % 1000000007 = -1").count()
+            ended["how"] = "finished"
+        except Exception as error:  # noqa: BLE001 - the interruption is what we wait for
+            ended["how"] = type(error).__name__ + ": " + str(error)[:200]
+        ended["at"] = time.monotonic()
+
+    worker = threading.Thread(target=long_job)
+    worker.start()
+    time.sleep(3)
+    assert "how" not in ended  # still running
+    asked = time.monotonic()
+    assert doomed.interruptTag("attempt-doomed")  # ids of the interrupted operations
+    worker.join(60)
+    print(f"\ncancelled {ended['at'] - asked:.2f} s after interruptTag: {ended['how']}")
+    assert ended["how"] != "finished" and ended["at"] - asked < 30
+    assert bystander.range(10).count() == 10
+    doomed.stop()
+    bystander.stop()
+
+
+def test_a_second_start_finds_the_running_server(server):
+    again = ConnectServer(server.host, server.port, server.state_dir)
+    assert again.start(timeout=30).pid == server.status().pid
+
+
+def test_a_taken_port_is_refused_at_once_naming_the_port(server, tmp_path):
+    other = ConnectServer(Host.of("h2", 1, master="local[1]"), server.port, str(tmp_path))
+    began = time.monotonic()
+    with pytest.raises(SessionServerError, match=rf"port {server.port} .* already in use"):
+        other.start()
+    assert time.monotonic() - began < 5
+
+
+def test_without_java_the_host_is_down_with_the_cause(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))
+    monkeypatch.setenv("PATH", "/usr/local/sbin:/nonexistent")
+    lonely = ConnectServer(Host.of("h3", 1, master="local[1]"), free_port(), str(tmp_path))
+    began = time.monotonic()
+    with pytest.raises(SessionServerError, match="exited") as raised:
+        lonely.start(timeout=60)
+    assert time.monotonic() - began < 30
+    assert "java" in str(raised.value).lower()
+    assert lonely.status().state == "down"
+
+
+def test_a_killed_server_is_down_and_the_cli_starts_and_stops_servers(tmp_path, capsys):
+    port = free_port()
+    spec = ["--hosts", "k:slots=1", "--state-dir", str(tmp_path), "--base-port", str(port)]
+    assert cli(["session", "start", *spec]) == 0
+    assert "k: up at sc://127.0.0.1:" in capsys.readouterr().out
+    [status] = SessionServers(Cluster.parse("k:slots=1"), str(tmp_path), port).status()
+    assert status.up
+    os.killpg(status.pid, signal.SIGKILL)  # the host goes away
+    time.sleep(1)
+    assert cli(["session", "status", *spec]) == 1
+    assert "k: down" in capsys.readouterr().out
+    assert cli(["session", "start", *spec]) == 0  # a new one replaces it
+    assert cli(["session", "stop", *spec]) == 0
+    assert "stopped: k" in capsys.readouterr().out
+    assert cli(["session", "status", *spec]) == 1
