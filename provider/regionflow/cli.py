@@ -218,6 +218,9 @@ def _add_run(commands) -> None:
                      help="Spark submissions per logical region at most (default 1)")
     run.add_argument("--retries", type=int, default=2, help="retries of a failed unit (default 2)")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark conf for every submission")
+    run.add_argument("--backend", choices=("submit", "session"), default="submit",
+                     help="submit: one spark-submit per attempt (default); session: one Spark Connect server "
+                          "per host, started for the run, each attempt a client session on it")
     run.add_argument("--reference", action="store_true",
                      help="run the vertex functions as one plain PySpark program (the ground truth)")
     run.add_argument("--format", choices=("text", "json"), default="text")
@@ -237,7 +240,7 @@ def run_run(args: argparse.Namespace) -> int:
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.format == "json" else print
     options = RunOptions(data_dir=os.path.abspath(data_dir) if "://" not in data_dir else data_dir,
                          cluster=_cluster_from_args(args), max_shards=args.max_shards, retries=args.retries,
-                         job_conf=_parse_conf(args.conf), progress=progress)
+                         job_conf=_parse_conf(args.conf), progress=progress, backend=args.backend)
     if args.reference:
         summary = run_reference(job_reference, plan, options)
     else:

@@ -12,9 +12,18 @@ import pytest
 
 from regionflow.cli import main as cli
 from regionflow.scheduling.hosts import Cluster, Host
-from regionflow.spark.connect import ConnectServer, SessionServerError, SessionServers
+from regionflow.spark.connect import CONNECT_CLIENT_VARIABLES, ConnectServer, SessionServerError, SessionServers
 
 pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def classic_afterwards():
+    """pyspark marks a process that built a Connect session (SPARK_CONNECT_MODE_ENABLED): later tests
+    of this pytest process use classic Spark, so the marks go when this module ends."""
+    yield
+    for variable in CONNECT_CLIENT_VARIABLES:
+        os.environ.pop(variable, None)
 
 
 def free_port() -> int:
@@ -129,3 +138,46 @@ def test_a_killed_server_is_down_and_the_cli_starts_and_stops_servers(tmp_path, 
     assert cli(["session", "stop", *spec]) == 0
     assert "stopped: k" in capsys.readouterr().out
     assert cli(["session", "status", *spec]) == 1
+
+
+ORDERS = "regionflow.examples.orders:job"
+
+
+def session_runner(tmp_path, mode, slots=2, progress=None):
+    from regionflow.core.graph import load_job
+    from regionflow.core.plan import Plan
+    from regionflow.spark.runner import LocalRunner, RunOptions
+
+    options = RunOptions(data_dir=str(tmp_path), cluster=Cluster.local_default(slots), progress=progress,
+                         backend="session")
+    return LocalRunner(ORDERS, Plan(load_job(ORDERS), mode), options)
+
+
+def test_a_run_on_the_session_backend_gives_the_reference_checksum_and_stops_its_servers(
+        orders_reference, tmp_path):
+    runner = session_runner(tmp_path, "all-blocking")
+    summary = runner.run()
+    totals = summary.sinks["totals"]
+    assert (totals["rows"], totals["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
+    assert all(unit.attempts == 1 for unit in summary.units) and len(summary.units) == 5
+    assert [status.state for status in runner.servers.status()] == ["down"]
+
+
+def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(orders_reference, tmp_path):
+    box = {}
+
+    def progress(line: str) -> None:
+        if "started orders" in line and "killed" not in box:
+            name = next(run.name for run in box["runner"].runs if run.name.startswith("orders"))
+            box["killed"] = threading.Thread(target=box["runner"].kill_unit, args=(name,))
+            box["killed"].start()
+
+    runner = session_runner(tmp_path, "all-blocking", progress=progress)
+    box["runner"] = runner
+    summary = runner.run()
+    orders = next(unit for unit in summary.units if unit.name.startswith("orders"))
+    assert orders.attempts == 2
+    totals = summary.sinks["totals"]
+    assert (totals["rows"], totals["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
+    assert sorted(os.listdir(totals["path"])) == ["_regionflow_sink.json", "part-00000.parquet",
+                                                  "part-00001.parquet", "part-00002.parquet"]

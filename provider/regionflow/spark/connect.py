@@ -18,6 +18,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
@@ -211,10 +212,12 @@ class ConnectServer:
 class SessionServers:
     """The Connect servers of a whole cluster: host i listens on ``base_port + i``."""
 
-    def __init__(self, cluster: Cluster, state_dir: str, base_port: int = DEFAULT_BASE_PORT,
+    def __init__(self, cluster: Cluster, state_dir: str, base_port: int | None = DEFAULT_BASE_PORT,
                  conf: Mapping[str, str] | None = None) -> None:
+        """`base_port` None: each host gets a free port of this machine (servers owned by one run)."""
         self.cluster = cluster
-        self.servers = {host.name: ConnectServer(host, base_port + index, state_dir, conf)
+        self.servers = {host.name: ConnectServer(host, free_port() if base_port is None else base_port + index,
+                                                 state_dir, conf)
                         for index, host in enumerate(cluster)}
 
     def server(self, host: str) -> ConnectServer:
@@ -225,7 +228,25 @@ class SessionServers:
                 f"no host {host!r} in the cluster; its hosts are: {', '.join(self.servers)}") from None
 
     def start(self, hosts: list[str] | None = None, timeout: float = DEFAULT_START_TIMEOUT_S) -> list[ServerStatus]:
-        return [self.server(name).start(timeout) for name in (hosts or list(self.servers))]
+        """Start the named (default: all) servers at once; raises the first host's error after all tried."""
+        names = hosts or list(self.servers)
+        outcomes: dict[str, ServerStatus | BaseException] = {}
+
+        def start_one(name: str) -> None:
+            try:
+                outcomes[name] = self.server(name).start(timeout)
+            except BaseException as error:  # noqa: BLE001 - re-raised below, in the caller's thread
+                outcomes[name] = error
+
+        threads = [threading.Thread(target=start_one, args=(name,), daemon=True) for name in names]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for name in names:
+            if isinstance(outcomes[name], BaseException):
+                raise outcomes[name]  # type: ignore[misc]
+        return [outcomes[name] for name in names]  # type: ignore[misc]
 
     def status(self, hosts: list[str] | None = None) -> list[ServerStatus]:
         return [self.server(name).status() for name in (hosts or list(self.servers))]
@@ -247,6 +268,13 @@ def default_state_dir() -> str:
     """``$AIRFLOW_HOME/regionflow-sessions`` (``~/airflow`` without AIRFLOW_HOME)."""
     home = os.environ.get("AIRFLOW_HOME") or os.path.join(os.path.expanduser("~"), "airflow")
     return os.path.join(home, "regionflow-sessions")
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return int(probe.getsockname()[1])
 
 
 def _file_name(host: str) -> str:
@@ -288,5 +316,5 @@ def _tail(path: str, lines: int = _LOG_TAIL) -> str:
         return "(no log)"
 
 
-__all__ = ["CONNECT_CLIENT_VARIABLES", "ConnectServer", "DEFAULT_BASE_PORT", "classic_spark_env", "ServerState", "ServerStatus", "SessionServerError",
-           "SessionServers", "default_state_dir"]
+__all__ = ["CONNECT_CLIENT_VARIABLES", "ConnectServer", "DEFAULT_BASE_PORT", "ServerState", "ServerStatus",
+           "SessionServerError", "SessionServers", "classic_spark_env", "default_state_dir", "free_port"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -74,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _session(task: UnitTask):
     from pyspark.sql import SparkSession
+
+    from .connect import CONNECT_CLIENT_VARIABLES
+
+    # This is a classic Spark driver: a parent that used Spark Connect client sessions (the session
+    # backend's process, a test run) passes on variables that would make our SparkSession a client.
+    for variable in CONNECT_CLIENT_VARIABLES:
+        os.environ.pop(variable, None)
 
     return SparkSession.builder.appName(f"regionflow {task.unit_name} {task.attempt_id}").getOrCreate()
 

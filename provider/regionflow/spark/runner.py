@@ -21,8 +21,10 @@ from ..core.errors import RegionflowError
 from ..core.plan import Plan
 from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
+from .connect import SessionServers
 from .descriptors import DescriptorCache
 from .program import resolve_sink_path
+from .session_backend import SessionSubmission
 from .store import PartitionStore, SinkCommitter, local_path
 from .submit import RegionSubmission, build_py_files
 from .task import UnitTask
@@ -101,6 +103,7 @@ class RunOptions:
     job_conf: dict[str, str] = field(default_factory=dict)
     run_id: str | None = None
     progress: Callable[[str], None] | None = print
+    backend: str = "submit"  # "session": attempts run on one Spark Connect server per host (started here)
 
 
 class LocalRunner:
@@ -121,7 +124,8 @@ class LocalRunner:
         self.pool = SlotPool(options.cluster)
         self.descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
         self.events: queue.Queue = queue.Queue()
-        self.live: dict[int, tuple[str, RegionSubmission]] = {}  # unit -> (bulk id, submission)
+        self.live: dict[int, tuple[str, Any]] = {}  # unit -> (bulk id, RegionSubmission or SessionSubmission)
+        self.servers: SessionServers | None = None
         self.unit_host: dict[int, str] = {}
         self.log_paths: dict[int, str] = {}
         self.started = 0.0
@@ -149,6 +153,7 @@ class LocalRunner:
 
     def run(self) -> RunSummary:
         self.preflight()
+        self.servers = self._start_servers()
         self.started = time.monotonic()
         try:
             self._submit(self.scheduler.start())
@@ -157,6 +162,8 @@ class LocalRunner:
                 self._on_result(unit, attempt, result)
         finally:
             self._kill_all()
+            if self.servers is not None:
+                self.servers.stop()
         makespan = time.monotonic() - self.started
         return RunSummary(self.plan.graph.name, self.plan.mode.value, self.run_id, makespan,
                           self.runs, self._sink_figures())
@@ -182,7 +189,24 @@ class LocalRunner:
             threading.Thread(target=self._run_submission, args=(unit, attempt, submission), daemon=True).start()
             self._progress(f"started {run.name} (attempt {run.attempts}) on {run.host} with {run.slots} slot(s)")
 
-    def _submission(self, unit: int, grant: Grant, attempt: str) -> RegionSubmission:
+    def _start_servers(self) -> SessionServers | None:
+        """The session backend's servers, one per host on free ports, owned by this run."""
+        if self.options.backend == "submit":
+            return None
+        if self.options.backend != "session":
+            raise RunFailed(f"backend {self.options.backend!r} is unknown; use 'session' or 'submit'")
+        servers = SessionServers(self.options.cluster, os.path.join(self.work_dir, "sessions"), base_port=None)
+        began = time.monotonic()
+        try:
+            servers.start()
+        except BaseException:
+            servers.stop()
+            raise
+        self._progress(f"Spark Connect servers of {len(servers.servers)} host(s) up in "
+                       f"{time.monotonic() - began:.1f} s")
+        return servers
+
+    def _submission(self, unit: int, grant: Grant, attempt: str) -> RegionSubmission | SessionSubmission:
         host = self.hosts[grant.slots[0].host]
         task = UnitTask(job=self.job_reference, mode=self.plan.mode.value, run_id=self.run_id,
                         data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
@@ -190,6 +214,9 @@ class LocalRunner:
                         width=self.layout.width(unit, self.largest_host), inputs=self._input_descriptors(unit))
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt}.log")
         self.log_paths[unit] = log_path
+        if self.servers is not None:
+            return SessionSubmission(task, self.servers.server(host.name).url, len(grant.slots),
+                                     self.options.job_conf, on_line=_line_writer(log_path))
         return unit_submission(task, os.path.join(self.work_dir, f"{self.keys[unit]}-{attempt}.json"), host,
                                len(grant.slots), self.options.job_conf, self.py_files,
                                on_line=_line_writer(log_path), forward_output=False)
