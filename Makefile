@@ -39,14 +39,16 @@ test: venv
 
 DEMO_DIR ?= $(CURDIR)/.demo
 DEMO_MODE ?= pointwise-pipelined-only
+DEMO_BACKEND ?= session
 
-# The main job: the example DAG through an embedded Airflow (api-server, scheduler, dag-processor on
-# 127.0.0.1, SQLite) with the RegionExecutor and local Spark; then the plain PySpark reference, whose
-# checksum the DAG run's sink checksum must equal.
+# The main job: the example DAG through an embedded Airflow (api-server, scheduler, dag-processor and
+# triggerer on 127.0.0.1, SQLite) with the RegionExecutor and local Spark (DEMO_BACKEND=session: a Spark
+# Connect server per host, each region task a client session on it; submit: a spark-submit per task);
+# then the plain PySpark reference, whose checksum the DAG run's sink checksum must equal.
 demo: venv
 	rm -rf $(DEMO_DIR)
 	$(VENV)/bin/regionflow plan dags/orders_daily.py --dag-id orders_daily
-	$(VPY) -m regionflow.demo --home $(DEMO_DIR)/airflow --dags-folder $(CURDIR)/dags --slots 3
+	$(VPY) -m regionflow.demo --home $(DEMO_DIR)/airflow --dags-folder $(CURDIR)/dags --slots 3 --backend $(DEMO_BACKEND)
 	$(VENV)/bin/regionflow run regionflow.examples.orders:job --reference --slots 2 --data-dir $(DEMO_DIR)/reference
 
 bench: venv

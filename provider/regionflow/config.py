@@ -62,7 +62,15 @@ OPTIONS: tuple[Option, ...] = (
            "differ in size: on or off.", "string", "off", "on"),
     Option("spark_conn_id", "Airflow connection used by SparkSubmitHook; empty: one managed connection per host "
            "master.", "string", "spark_default", ""),
+    Option("backend", "How a region task runs its unit: 'submit' (one spark-submit per attempt) or 'session' "
+           "(a client session on the host's long-lived Spark Connect server, see regionflow session start).",
+           "string", "session", "submit"),
+    Option("session_base_port", "Session backend: host i of the cluster serves Spark Connect on "
+           "127.0.0.1:<this + i>.", "integer", "15002", "15002"),
+    Option("session_state_dir", "Session backend: pid/port files and logs of the Spark Connect servers. Empty: "
+           "AIRFLOW_HOME/regionflow-sessions.", "string", "/srv/regionflow/sessions", ""),
 )
+BACKENDS = ("submit", "session")
 
 
 def provider_config_metadata() -> dict[str, Any]:
@@ -100,6 +108,9 @@ class RegionflowConfig:
     spark_conn_id: str | None = None
     speculation: bool = False
     speculation_config: SpeculationConfig = field(default_factory=SpeculationConfig)
+    backend: str = "submit"
+    session_base_port: int = 15002
+    session_state_dir: str = ""
 
     @classmethod
     def from_airflow(cls) -> "RegionflowConfig":
@@ -131,6 +142,9 @@ class RegionflowConfig:
             spark_conn_id=get("spark_conn_id").strip() or None,
             speculation=parse_switch(get("speculation"), f"[{SECTION}] speculation"),
             speculation_config=_speculation_config(get),
+            backend=_choice("backend", get("backend"), BACKENDS),
+            session_base_port=_number("session_base_port", get("session_base_port"), int, minimum=1),
+            session_state_dir=get("session_state_dir").strip() or os.path.join(airflow_home, "regionflow-sessions"),
         )
 
     @property
@@ -145,6 +159,13 @@ def _number(name: str, text: str, kind: type, minimum: float) -> Any:
         raise SpecError(f"[{SECTION}] {name} = {text!r} is not a {kind.__name__}") from None
     if value < minimum:
         raise SpecError(f"[{SECTION}] {name} = {value} must be at least {minimum}")
+    return value
+
+
+def _choice(name: str, text: str, choices: tuple[str, ...]) -> str:
+    value = text.strip().lower()
+    if value not in choices:
+        raise SpecError(f"[{SECTION}] {name} = {text!r}; use one of: {', '.join(choices)}")
     return value
 
 

@@ -1,9 +1,10 @@
 """The main job (`make demo`): the example DAG through a real, embedded Airflow.
 
-Starts Airflow on SQLite (api-server, scheduler, dag-processor on 127.0.0.1) with the RegionExecutor
-and local Spark, triggers ``orders_daily``, waits, prints each region task's state and timing and the
-sink's row count and checksum (and whether it equals the plain PySpark reference when one is given),
-and stops everything it started.
+Starts Airflow on SQLite (api-server, scheduler, dag-processor, triggerer on 127.0.0.1) with the
+RegionExecutor and local Spark (with ``--backend session`` also one Spark Connect server per host),
+triggers ``orders_daily``, waits, prints each region task's state and timing and the sink's row count
+and checksum (and whether it equals the plain PySpark reference when one is given), and stops
+everything it started.
 
     python -m regionflow.demo [--home DIR] [--dags-folder dags] [--slots 3] [--reference-checksum HEX]
 """
@@ -28,14 +29,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dags-folder", default=os.path.abspath("dags"))
     parser.add_argument("--slots", type=int, default=3)
     parser.add_argument("--max-shards", type=int, default=1)
+    parser.add_argument("--backend", choices=("submit", "session"), default="submit",
+                        help="[regionflow] backend: session starts one Spark Connect server per host with Airflow")
     parser.add_argument("--timeout", type=float, default=900)
     args = parser.parse_args(argv)
     shutil.rmtree(args.home, ignore_errors=True)
     data_dir = os.path.join(args.home, "regionflow-data")
-    options = {"hosts": f"localhost:slots={args.slots}", "max_shards": str(args.max_shards), "data_dir": data_dir}
+    options = {"hosts": f"localhost:slots={args.slots}", "max_shards": str(args.max_shards), "data_dir": data_dir,
+               "backend": args.backend}
     stack = EmbeddedAirflow(args.home, args.dags_folder, regionflow_options=options)
     started = time.monotonic()
-    print(f"starting Airflow in {args.home} (RegionExecutor, {args.slots} slots) ...", flush=True)
+    print(f"starting Airflow in {args.home} (RegionExecutor, {args.slots} slots, {args.backend} backend) ...",
+          flush=True)
     with stack.start():
         print(f"Airflow is up at {stack.api_url} after {time.monotonic() - started:.0f} s", flush=True)
         print("components: " + ", ".join(f"{name} (pid {pid})" for name, pid in stack.components_running().items()),
@@ -60,6 +65,10 @@ def print_task_instances(task_instances: list[dict]) -> None:
         seconds = f"{(end - start).total_seconds():.1f}" if start and end else "-"
         print(f"{ti['task_id']:<28} {max(ti['map_index'], 0):>5} {ti['state'] or '-':<10} "
               f"{start.strftime('%H:%M:%S') if start else '-':<12} {seconds:>8}")
+    starts = [_parse(ti.get("start_date")) for ti in task_instances if ti.get("start_date")]
+    ends = [_parse(ti.get("end_date")) for ti in task_instances if ti.get("end_date")]
+    if starts and ends:
+        print(f"region tasks, first start to last end: {(max(ends) - min(starts)).total_seconds():.1f} s")
 
 
 def print_sinks(dag_file: str, data_dir: str, run_id: str, max_shards: int) -> None:

@@ -162,6 +162,21 @@ class EmbeddedAirflow:
         self._running: list[_Component] = []
         self._token: str | None = None
         self._http: httpx.Client | None = None
+        self.session_servers = self._session_servers()
+
+    def _session_servers(self) -> Any:
+        """The Spark Connect servers of the session backend (None with the submit backend); free ports
+        unless ``session_base_port`` is given."""
+        if str(self.regionflow_options.get("backend", "")).strip().lower() != "session":
+            return None
+        from .config import RegionflowConfig
+        from .spark.connect import SessionServers, free_port
+
+        if not self.regionflow_options.get("session_base_port"):
+            self.regionflow_options["session_base_port"] = str(free_port())
+        self.regionflow_options.setdefault("session_state_dir", os.path.join(self.home, "regionflow-sessions"))
+        config = RegionflowConfig.from_values(lambda name: self.regionflow_options.get(name), self.home)
+        return SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
 
     # ---- paths -----------------------------------------------------------------------------
 
@@ -332,6 +347,7 @@ class EmbeddedAirflow:
                 self._running.append(self._spawn(component))
             self._wait_until_healthy(deadline, timeout)
             self.timings["start_to_healthy_s"] = round(time.monotonic() - started, 2)
+            self._start_session_servers(deadline - time.monotonic())
         except BaseException:
             self.stop()
             raise
@@ -347,6 +363,8 @@ class EmbeddedAirflow:
         atexit.unregister(self.stop)
         started = time.monotonic()
         self._close_client()
+        if self.session_servers is not None:
+            self.session_servers.stop()
         if self._running or self._tagged_pids():
             for index, stage in enumerate(_STOP_STAGES):
                 later = {name for names in _STOP_STAGES[index + 1:] for name in names}
@@ -434,6 +452,15 @@ class EmbeddedAirflow:
             )
         _use_wal(self.database_path)
         return round(time.monotonic() - started, 2)
+
+    def _start_session_servers(self, timeout: float) -> None:
+        """With ``[regionflow] backend = session``, one Spark Connect server per host of the cluster, as
+        `regionflow session start` would start them beside a real installation; stopped by `stop()`."""
+        if self.session_servers is None:
+            return
+        began = time.monotonic()
+        self.session_servers.start(timeout=max(timeout, 60.0))
+        self.timings["session_servers_s"] = round(time.monotonic() - began, 2)
 
     def restart(self, component: str, env: Mapping[str, str] | None = None, timeout: float = 120.0) -> None:
         """Stop one running component (SIGTERM, then SIGKILL after 15 s) and start it again with `env`

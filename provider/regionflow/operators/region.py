@@ -27,6 +27,8 @@ from ..scheduling.hosts import Host
 from ..spark.descriptors import DescriptorCache
 from ..spark.program import resolve_sink_path
 from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_component
+from ..spark.connect import SessionServers
+from ..spark.session_backend import SessionSubmission
 from ..spark.submit import RegionSubmission, build_py_files
 from ..spark.task import UnitTask
 from ..spark.unit import UnitLayout, job_modules, unit_submission
@@ -62,7 +64,7 @@ class RegionOperator(BaseOperator):
         self.logical = logical
         self.max_shards = max_shards
         self.shard = shard
-        self._submission: RegionSubmission | None = None
+        self._submission: RegionSubmission | SessionSubmission | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
         config = RegionflowConfig.from_airflow()
@@ -73,8 +75,11 @@ class RegionOperator(BaseOperator):
         prepared.claim_sinks()
         attempt = f"try{ti.try_number}-{uuid.uuid4().hex[:6]}"
         task = prepared.unit_task(slots=slots, host=host.name, attempt_id=attempt)
-        self._submission = unit_submission(task, prepared.task_path(attempt), host, slots, config.spark_conf,
-                                           prepared.py_files(task), conn_id=config.spark_conn_id)
+        if config.backend == "session":
+            self._submission = self._session_submission(config, task, prepared.task_path(attempt), host, slots)
+        else:
+            self._submission = unit_submission(task, prepared.task_path(attempt), host, slots, config.spark_conf,
+                                               prepared.py_files(task), conn_id=config.spark_conn_id)
         self.log.info("unit %s: %d region(s) on host %s with %d slot(s), attempt %s", task.unit_name,
                       len(task.regions), host.name, slots, attempt)
         store.start_attempt(attempt_id=attempt, bulk_id=bulk_id, dag_id=dag.dag_id, run_id=run_id,
@@ -122,6 +127,18 @@ class RegionOperator(BaseOperator):
                                  prepared.name, failed.state, [r.request_id for r in open_copies])
                 announced = True
             time.sleep(self.watch_interval)
+
+    def _session_submission(self, config: RegionflowConfig, task: UnitTask, task_path: str, host: Host,
+                            slots: int) -> SessionSubmission:
+        """The attempt as a client session on the host's Spark Connect server, which must be up."""
+        server = SessionServers(config.cluster, config.session_state_dir, config.session_base_port).server(host.name)
+        if not server.reachable():
+            raise RegionTaskFailed(
+                f"host {host.name} lost: its Spark Connect server does not answer at {server.url} ([regionflow] "
+                f"backend = session); start it with `regionflow session start --host {host.name}` (same --hosts "
+                f"and --base-port as [regionflow] hosts and session_base_port)")
+        task.write(task_path)
+        return SessionSubmission(task, server.url, slots, config.spark_conf, on_line=self.log.info)
 
     def on_kill(self) -> None:
         if self._submission is not None:

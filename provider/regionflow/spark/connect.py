@@ -177,6 +177,10 @@ class ConnectServer:
         except Exception:  # noqa: BLE001 - not ready yet; the caller keeps waiting
             return False
 
+    def reachable(self) -> bool:
+        """True when something answers on this host's Spark Connect port (what a client needs)."""
+        return _port_answers(self.port)
+
     def status(self) -> ServerStatus:
         """Whether this host's server is up, starting or down (read from its state file and port)."""
         state = self._state()

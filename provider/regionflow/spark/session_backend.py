@@ -82,6 +82,8 @@ class SessionSubmission:
             returncode = EXIT_FAILED
             if not self._killed.is_set():
                 error = f"{type(failure).__name__}: {failure}"
+                if not _answers(self.url):
+                    error = f"host lost: the Spark Connect server at {self.url} stopped answering; {error}"
                 lines.extend(traceback.format_exc().splitlines())
         finally:
             self._disconnect()
@@ -134,6 +136,18 @@ class SessionSubmission:
                 spark.stop()
             except Exception:  # noqa: BLE001 - closing a session of a server that went away
                 pass
+
+
+def _answers(url: str) -> bool:
+    """True when the server of an ``sc://host:port`` URL accepts a connection."""
+    import socket
+
+    host, _, port = url[len("sc://"):].partition(":")
+    try:
+        with socket.create_connection((host, int(port.split("/")[0])), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 __all__ = ["SessionSubmission"]
