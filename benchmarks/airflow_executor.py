@@ -94,7 +94,8 @@ def stack_for(root: str, name: str, executor: str, dag_source: str, slots: int) 
     with open(os.path.join(dags, f"{name}.py"), "w", encoding="utf-8") as handle:
         handle.write(textwrap.dedent(dag_source))
     return EmbeddedAirflow(home, dags, executor=executor, parallelism=max(32, slots),
-                           regionflow_options={"hosts": f"localhost:slots={slots}", "data_dir": os.path.join(home, "data")})
+                           regionflow_options={"hosts": f"localhost:slots={slots}", "data_dir": os.path.join(home, "data"),
+                                               "backend": "submit"})  # no region task here: no Spark servers
 
 
 def overhead(root: str, executor: str, args) -> dict:

@@ -41,7 +41,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rf-conformance-") as home:
         copy_examples(f"{home}/dags")
-        options = {"hosts": f"localhost:slots={args.parallelism}", "data_dir": f"{home}/data"}
+        options = {"hosts": f"localhost:slots={args.parallelism}", "data_dir": f"{home}/data",
+                   "backend": "submit"}  # Airflow's examples run no region task: no Spark servers
         stack = EmbeddedAirflow(home, f"{home}/dags", regionflow_options=options, extra_config=STACK_CONFIG,
                                 parallelism=args.parallelism)
         figures: dict[str, dict[str, list]] = {name: {"seconds": [], "crashes": [], "runs": [], "differ": []}

@@ -75,12 +75,13 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="rf-bench-speculation-")
     speculation_config = {"quantile": args.quantile, "multiplier": args.multiplier, "min_runtime": args.min_runtime,
                           "interval": 1}
-    stack = stack_for(root, speculation_config, args.blocklist_expiry)
+    stack = stack_for(root, speculation_config, args.blocklist_expiry, args.backend)
     runs = (("no_slowdown", "speculation_off", False), ("slow_host_speculation_off", "speculation_off", True),
             ("slow_host_speculation_on", "speculation_on", True))
     print(json.dumps({"hosts": "a:slots=1,affinity=0;b:slots=1,affinity=1", "shards": SHARDS,
                       "hogs": {"count": args.hogs, "nice": args.nice, "cores": [0], "slowdown": args.slowdown},
-                      "speculation": speculation_config, "blocklist_expiry_s": args.blocklist_expiry}), flush=True)
+                      "speculation": speculation_config, "blocklist_expiry_s": args.blocklist_expiry,
+                      "backend": args.backend}), flush=True)
     result: dict = {}
     with stack.start():
         for dag_id in ("speculation_off", "speculation_on"):
@@ -106,6 +107,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quantile", type=float, default=0.75)
     parser.add_argument("--multiplier", type=float, default=1.5)
     parser.add_argument("--min-runtime", type=float, default=10.0)
+    parser.add_argument("--backend", choices=("session", "submit"), default="session",
+                        help="[regionflow] backend of the region tasks and the copies")
     parser.add_argument("--blocklist-expiry", type=float, default=None,
                         help="seconds; default 300 for whole-run, 60 for first-region")
     args = parser.parse_args()
@@ -114,14 +117,14 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def stack_for(root: str, speculation_config: dict, blocklist_expiry: float) -> EmbeddedAirflow:
+def stack_for(root: str, speculation_config: dict, blocklist_expiry: float, backend: str) -> EmbeddedAirflow:
     home = os.path.join(root, "home")
     dags = os.path.join(root, "dags")
     os.makedirs(dags)
     with open(os.path.join(dags, "speculation_bench.py"), "w", encoding="utf-8") as handle:
         handle.write(DAG_SOURCE.format(shards=SHARDS, speculation_config=speculation_config))
     options = {"hosts": "a:slots=1,affinity=0;b:slots=1,affinity=1", "data_dir": os.path.join(root, "data"),
-               "blocklist_expiry": str(blocklist_expiry)}
+               "blocklist_expiry": str(blocklist_expiry), "backend": backend}
     return EmbeddedAirflow(home, dags, regionflow_options=options)
 
 

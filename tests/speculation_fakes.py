@@ -15,6 +15,7 @@ class FakeResult:
     killed: bool = False
     error: str | None = None
     log_tail: tuple = ()
+    host_lost: bool = False
 
     @property
     def ok(self) -> bool:

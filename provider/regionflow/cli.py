@@ -218,9 +218,9 @@ def _add_run(commands) -> None:
                      help="Spark submissions per logical region at most (default 1)")
     run.add_argument("--retries", type=int, default=2, help="retries of a failed unit (default 2)")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark conf for every submission")
-    run.add_argument("--backend", choices=("submit", "session"), default="submit",
-                     help="submit: one spark-submit per attempt (default); session: one Spark Connect server "
-                          "per host, started for the run, each attempt a client session on it")
+    run.add_argument("--backend", choices=("session", "submit"), default="session",
+                     help="session (default): one Spark Connect server per host, started for the run, each "
+                          "attempt a client session on it; submit: one spark-submit per attempt")
     run.add_argument("--reference", action="store_true",
                      help="run the vertex functions as one plain PySpark program (the ground truth)")
     run.add_argument("--format", choices=("text", "json"), default="text")

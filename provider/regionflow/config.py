@@ -62,13 +62,16 @@ OPTIONS: tuple[Option, ...] = (
            "differ in size: on or off.", "string", "off", "on"),
     Option("spark_conn_id", "Airflow connection used by SparkSubmitHook; empty: one managed connection per host "
            "master.", "string", "spark_default", ""),
-    Option("backend", "How a region task runs its unit: 'submit' (one spark-submit per attempt) or 'session' "
-           "(a client session on the host's long-lived Spark Connect server, see regionflow session start).",
-           "string", "session", "submit"),
+    Option("backend", "How region tasks and speculative copies run an attempt: 'session' (a client session on "
+           "the host's long-lived Spark Connect server, see regionflow session start) or 'submit' (one "
+           "spark-submit per attempt, e.g. for YARN or Kubernetes).", "string", "submit", "session"),
     Option("session_base_port", "Session backend: host i of the cluster serves Spark Connect on "
            "127.0.0.1:<this + i>.", "integer", "15002", "15002"),
     Option("session_state_dir", "Session backend: pid/port files and logs of the Spark Connect servers. Empty: "
            "AIRFLOW_HOME/regionflow-sessions.", "string", "/srv/regionflow/sessions", ""),
+    Option("session_idle_timeout", "Session backend: seconds a host may hold no granted slot before the "
+           "RegionExecutor stops its Spark Connect server (the next region on the host starts it again, a cold "
+           "start of a few seconds); 0 keeps servers up.", "float", "600", "600"),
 )
 BACKENDS = ("submit", "session")
 
@@ -108,9 +111,10 @@ class RegionflowConfig:
     spark_conn_id: str | None = None
     speculation: bool = False
     speculation_config: SpeculationConfig = field(default_factory=SpeculationConfig)
-    backend: str = "submit"
+    backend: str = "session"
     session_base_port: int = 15002
     session_state_dir: str = ""
+    session_idle_timeout: float = 600.0
 
     @classmethod
     def from_airflow(cls) -> "RegionflowConfig":
@@ -145,6 +149,7 @@ class RegionflowConfig:
             backend=_choice("backend", get("backend"), BACKENDS),
             session_base_port=_number("session_base_port", get("session_base_port"), int, minimum=1),
             session_state_dir=get("session_state_dir").strip() or os.path.join(airflow_home, "regionflow-sessions"),
+            session_idle_timeout=_number("session_idle_timeout", get("session_idle_timeout"), float, minimum=0),
         )
 
     @property

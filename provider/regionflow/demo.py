@@ -1,7 +1,7 @@
 """The main job (`make demo`): the example DAG through a real, embedded Airflow.
 
 Starts Airflow on SQLite (api-server, scheduler, dag-processor, triggerer on 127.0.0.1) with the
-RegionExecutor and local Spark (with ``--backend session`` also one Spark Connect server per host),
+RegionExecutor and local Spark (one Spark Connect server per host; ``--backend submit``: none),
 triggers ``orders_daily``, waits, prints each region task's state and timing and the sink's row count
 and checksum (and whether it equals the plain PySpark reference when one is given), and stops
 everything it started.
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dags-folder", default=os.path.abspath("dags"))
     parser.add_argument("--slots", type=int, default=3)
     parser.add_argument("--max-shards", type=int, default=1)
-    parser.add_argument("--backend", choices=("submit", "session"), default="submit",
+    parser.add_argument("--backend", choices=("session", "submit"), default="session",
                         help="[regionflow] backend: session starts one Spark Connect server per host with Airflow")
     parser.add_argument("--timeout", type=float, default=900)
     args = parser.parse_args(argv)

@@ -165,9 +165,9 @@ class EmbeddedAirflow:
         self.session_servers = self._session_servers()
 
     def _session_servers(self) -> Any:
-        """The Spark Connect servers of the session backend (None with the submit backend); free ports
+        """The Spark Connect servers of the session backend, the default (None with ``backend = submit``); free ports
         unless ``session_base_port`` is given."""
-        if str(self.regionflow_options.get("backend", "")).strip().lower() != "session":
+        if (str(self.regionflow_options.get("backend") or "").strip().lower() or "session") != "session":
             return None
         from .config import RegionflowConfig
         from .spark.connect import SessionServers, free_port

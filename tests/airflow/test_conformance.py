@@ -33,7 +33,7 @@ def stack(tmp_path_factory):
     shutil.copytree(os.path.join(HERE, "dags_conformance"), dags)
     copy_examples(str(dags))
     options = {"hosts": "localhost:slots=4", "data_dir": str(home / "data"),
-               "store_url": f"sqlite:///{home}/regionflow.db"}
+               "store_url": f"sqlite:///{home}/regionflow.db", "backend": "submit"}  # no region task: no Spark
     extra = {"scheduler": {**STACK_CONFIG["scheduler"],
                            "task_queued_timeout": "8", "task_queued_timeout_check_interval": "3"}}
     airflow_stack = EmbeddedAirflow(str(home), str(dags), regionflow_options=options, extra_config=extra,

@@ -19,7 +19,8 @@ def stack(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow")
     dags = home / "dags"
     shutil.copytree(DAGS, dags)
-    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data")}
+    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"),
+               "backend": "submit"}  # the session backend has test_e2e_session.py
     airflow = EmbeddedAirflow(str(home), str(dags), regionflow_options=options)
     airflow.start()
     try:

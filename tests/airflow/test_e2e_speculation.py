@@ -66,7 +66,8 @@ def test_the_copy_of_the_slow_hosts_shard_wins(tmp_path, orders_reference):
     shutil.copytree(DAGS, dags)
     data_dir = str(tmp_path / "data")
     hosts = ";".join(f"{host}:slots=1,affinity={core}" for host, core in HOSTS.items())
-    options = {"hosts": hosts, "max_shards": "4", "data_dir": data_dir, "blocklist_expiry": str(BLOCKLIST_EXPIRY_S)}
+    options = {"hosts": hosts, "max_shards": "4", "data_dir": data_dir, "blocklist_expiry": str(BLOCKLIST_EXPIRY_S),
+               "backend": "submit"}
     airflow = EmbeddedAirflow(str(tmp_path / "home"), str(dags), regionflow_options=options)
     airflow.start()
     store_url = f"sqlite:///{tmp_path / 'home' / 'regionflow.db'}"

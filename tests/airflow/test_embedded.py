@@ -91,7 +91,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def stack(workspace: dict[str, str]) -> Iterator[EmbeddedAirflow]:
     airflow = EmbeddedAirflow(workspace["home"], workspace["dags"], executor=EXECUTOR, parallelism=4,
-                              regionflow_options={"test_option": "on"})
+                              regionflow_options={"test_option": "on", "backend": "submit"})
     with airflow.start(timeout=300):
         _report("db migrate", airflow.timings["db_migrate_s"])
         _report("start() to healthy", airflow.timings["start_to_healthy_s"])
@@ -209,7 +209,8 @@ def test_a_restart_on_the_same_home_keeps_the_database_and_waits_for_fresh_heart
     stack.stop()
     with sqlite3.connect(os.path.join(workspace["home"], "airflow.db")) as db:
         runs_before = sorted(db.execute("SELECT run_id FROM dag_run WHERE dag_id = ?", (SLEEPER_DAG,)))
-    again = EmbeddedAirflow(workspace["home"], workspace["dags"], executor=EXECUTOR, parallelism=4)
+    again = EmbeddedAirflow(workspace["home"], workspace["dags"], executor=EXECUTOR, parallelism=4,
+                            regionflow_options={"backend": "submit"})
     restarted_at = datetime.now(timezone.utc)
     with again.start(timeout=300):
         runs = sorted((run["dag_run_id"],) for run in again.dag_runs(SLEEPER_DAG))
@@ -225,7 +226,7 @@ def test_a_restart_on_the_same_home_keeps_the_database_and_waits_for_fresh_heart
 @pytest.mark.timeout(300)
 def test_a_component_that_dies_is_reported_with_its_log(tmp_path) -> None:
     airflow = EmbeddedAirflow(str(tmp_path / "home"), str(tmp_path / "dags"),
-                              executor="regionflow.no_such_module.NoExecutor")
+                              executor="regionflow.no_such_module.NoExecutor", regionflow_options={"backend": "submit"})
 
     with pytest.raises(ComponentFailed) as failure:
         airflow.start(timeout=240)

@@ -23,6 +23,7 @@ def settings(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__HOSTS", "a:slots=2;b:slots=2")
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__STORE_URL", f"sqlite:///{tmp_path}/regionflow.db")
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__BACKEND", "submit")  # the submission double stands in for spark-submit
     monkeypatch.setenv("AIRFLOW__LOGGING__BASE_LOG_FOLDER", str(tmp_path / "logs"))
     monkeypatch.setattr(LocalExecutor, "sync", lambda self: None)  # no worker processes here
     return tmp_path
@@ -74,7 +75,7 @@ def settle_copies(ex, store, request_id, timeout=10.0):
 
 def test_a_copy_runs_on_a_non_excluded_host_wins_and_releases_its_slots(settings, store, partitions, monkeypatch):
     fakes = Submissions(lambda s: commits_at_once(partitions, "u1", fakes.calls[0]["task"].attempt_id, "b")(s))
-    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
     ex = executor(monkeypatch)
     asked = request(store, settings, excluded=("a",))
     ex.sync()
@@ -96,7 +97,7 @@ def test_a_copy_runs_on_a_non_excluded_host_wins_and_releases_its_slots(settings
 
 def test_a_copy_avoids_the_host_of_the_shards_live_attempt(settings, store, partitions, monkeypatch):
     fakes = Submissions(runs_until_killed(timeout=10))
-    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
     ex = executor(monkeypatch)
     store.start_attempt(attempt_id="try1-orig", dag_id="d", run_id="r1", task_id="t", unit_key="u1", host="a",
                         map_index=1)
@@ -116,7 +117,7 @@ def test_a_copy_avoids_the_host_of_the_shards_live_attempt(settings, store, part
 
 def test_copies_wait_their_turn_in_the_fifo_queue(settings, store, partitions, monkeypatch):
     fakes = Submissions(lambda s: commits_at_once(partitions, "u1", fakes.calls[0]["task"].attempt_id, "a")(s))
-    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
     ex = executor(monkeypatch)
     hog, first = workload(slots=4, task_id="hog"), workload(slots=4, task_id="first")
     queue(ex, hog, first)
@@ -132,7 +133,7 @@ def test_copies_wait_their_turn_in_the_fifo_queue(settings, store, partitions, m
 
 def test_a_failed_copy_does_not_fail_anything_and_frees_its_slots(settings, store, monkeypatch):
     fakes = Submissions(fails())
-    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
     ex = executor(monkeypatch)
     asked = request(store, settings, excluded=("b",))
     ex.sync()
@@ -159,7 +160,7 @@ def test_store_blocklist_entries_are_mirrored_into_the_pool(settings, store, mon
 
 def test_a_cancelled_request_is_withdrawn_from_the_queue(settings, store, monkeypatch):
     fakes = Submissions()
-    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
     ex = executor(monkeypatch)
     hog = workload(slots=4, task_id="hog")
     queue(ex, hog)
@@ -184,7 +185,7 @@ def test_sensor_tasks_take_no_slot(settings, monkeypatch):
 
 def test_a_copy_with_no_host_left_fails_at_once(settings, store, monkeypatch):
     fakes = Submissions()
-    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", fakes)
+    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
     ex = executor(monkeypatch)
     asked = request(store, settings, excluded=("a", "b"))
     ex.sync()
@@ -225,7 +226,7 @@ def test_a_copy_whose_host_is_lost_fails_frees_its_slots_and_leaves_the_original
         submission.master = gone
         return submission
 
-    monkeypatch.setattr("regionflow.executors.region_executor.unit_submission", on_a_lost_master)
+    monkeypatch.setattr("regionflow.spark.backends.unit_submission", on_a_lost_master)
     ex = executor(monkeypatch)
     ex.host_lost_timeout = 1.0
     asked = request(store, settings, excluded=("b",))

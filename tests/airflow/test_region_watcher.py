@@ -53,6 +53,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__HOSTS", "a:slots=2;b:slots=2")
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__STORE_URL", f"sqlite:///{tmp_path}/regionflow.db")
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__BACKEND", "submit")  # the submission double stands in for spark-submit
     prepared = FakePrepared(str(tmp_path / "data"))
     monkeypatch.setattr("regionflow.operators.region.PreparedUnit.of", classmethod(lambda cls, *a, **k: prepared))
     monkeypatch.setattr(RegionOperator, "_granted",
@@ -70,7 +71,7 @@ def run(env, behaviour):
         made.append((task, host.name))
         return FakeSubmission(behaviour(task))
 
-    env.monkeypatch.setattr("regionflow.operators.region.unit_submission", fake_unit_submission)
+    env.monkeypatch.setattr("regionflow.spark.backends.unit_submission", fake_unit_submission)
     op = RegionOperator(task_id="t", mode="all-blocking", logical=0, max_shards=2, shard=1, watch_interval=0.02)
     context = {"dag": SimpleNamespace(dag_id="d"), "run_id": "r1",
                "ti": SimpleNamespace(id="ti-1", try_number=1, task_id="t", map_index=1)}

@@ -149,6 +149,11 @@ def test_config_errors_name_the_option():
     defaults = RegionflowConfig.from_values(lambda name: "", airflow_home="/home/af")
     assert defaults.store_url == "sqlite:////home/af/regionflow.db" and defaults.max_shards == 8
     assert defaults.cluster.total_slots == Cluster.local_default().total_slots
+    assert defaults.backend == "session" and defaults.session_idle_timeout == 600.0
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] backend = 'yarn'"):
+        RegionflowConfig.from_values(lambda name: {"backend": "yarn"}.get(name, ""), airflow_home="/x")
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] session_idle_timeout = -1.0 must be at least 0"):
+        RegionflowConfig.from_values(lambda name: {"session_idle_timeout": "-1"}.get(name, ""), airflow_home="/x")
 
 
 def test_region_tasks_can_name_their_executor_alias(config):

@@ -12,7 +12,11 @@ import pytest
 
 from regionflow.cli import main as cli
 from regionflow.scheduling.hosts import Cluster, Host
+from regionflow.spark.attempt import HostLost
+from regionflow.spark.backends import SessionBackend
 from regionflow.spark.connect import CONNECT_CLIENT_VARIABLES, ConnectServer, SessionServerError, SessionServers
+from regionflow.spark.idle import IdleServerReaper
+from regionflow.spark.task import UnitTask
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -101,6 +105,39 @@ def test_interrupting_an_attempts_tag_stops_its_jobs_and_not_the_others(server):
 def test_a_second_start_finds_the_running_server(server):
     again = ConnectServer(server.host, server.port, server.state_dir)
     assert again.start(timeout=30).pid == server.status().pid
+
+
+def test_a_server_stopped_for_being_idle_is_started_again_by_the_next_attempt(server, tmp_path):
+    servers = SessionServers(Cluster.parse("h1:slots=2"), server.state_dir, base_port=server.port)
+    servers.servers = {"h1": server}
+    now = [0.0]
+    reaper = IdleServerReaper(servers, 30.0, clock=lambda: now[0], background=False)
+    assert reaper.tick({"h1"}) == []
+    now[0] = 31.0
+    old_pid = server.status().pid
+    assert reaper.tick(set()) == ["h1"]
+    assert not server.reachable() and server.stopped_idle and not server.status().up
+    lines: list[str] = []
+    task = UnitTask(job="regionflow.examples.orders:JOB", mode="all-blocking", run_id="r1", data_dir=str(tmp_path),
+                    unit_key="u0", unit_name="v[0]", regions=[0], attempt_id="a1-x", host="h1")
+    began = time.monotonic()
+    execution = SessionBackend(servers, {}).prepare(task, str(tmp_path / "task.json"), server.host, 1, lines.append)
+    print(f"\nidle-stopped server started again in {time.monotonic() - began:.1f} s")
+    assert execution.url == server.url and "stopped for being idle; starting it again" in lines[0]
+    assert server.status().up and server.status().pid != old_pid and not server.stopped_idle
+    spark = session(server)
+    try:
+        assert spark.range(3).count() == 3
+    finally:
+        spark.stop()
+
+
+def test_a_server_that_went_away_without_the_idle_mark_is_a_lost_host(tmp_path):
+    servers = SessionServers(Cluster.parse("h9:slots=1"), str(tmp_path), base_port=free_port())
+    task = UnitTask(job="j:JOB", mode="all-blocking", run_id="r1", data_dir=str(tmp_path), unit_key="u0",
+                    unit_name="v[0]", regions=[0], attempt_id="a1-x", host="h9")
+    with pytest.raises(HostLost, match="host h9 lost: its Spark Connect server does not answer"):
+        SessionBackend(servers, {}).prepare(task, str(tmp_path / "t.json"), servers.cluster.host("h9"), 1, None)
 
 
 def test_a_taken_port_is_refused_at_once_naming_the_port(server, tmp_path):

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def options(data_dir, slots, **extra):
+    extra.setdefault("backend", "submit")  # the session backend runs in test_connect.py
     return RunOptions(data_dir=str(data_dir), cluster=Cluster.local_default(slots), progress=None, **extra)
 
 
@@ -120,7 +121,9 @@ class _NoSpark:
 
 @pytest.fixture
 def no_spark(monkeypatch):
-    monkeypatch.setattr(runner_module, "RegionSubmission", _NoSpark)
+    monkeypatch.setattr("regionflow.spark.backends.unit_submission", _NoSpark)
+    monkeypatch.setattr("regionflow.spark.backends.SessionSubmission", _NoSpark)
+    monkeypatch.setattr(runner_module, "unit_submission", _NoSpark)
 
 
 def test_sink_holding_another_jobs_data_fails_before_spark(tmp_path, no_spark):

@@ -23,8 +23,9 @@ the copy's bulk runs under a job of its own (``<job>#copy:<id>``) on which every
 exclusion list and of the shard's live attempts is blocked. Blocking those hosts for the copy's own job
 keeps the per-shard rule ("never on the host of another live attempt of the same shard") from
 blocking the whole run's other regions off a host that is only busy with that shard. A granted copy
-runs in a thread of this process as a Spark submission with a fresh attempt id (``spec<n>-<hex>``)
-under a commit watcher; its bulk is released when it ends. A failed copy only marks its request
+runs in a thread of this process as an `Attempt` (the same lifecycle as the region task's own,
+on the configured backend) with a fresh attempt id (``spec<n>-<hex>``); its bulk is released when
+it ends. A failed copy only marks its request
 failed: the shard goes on with its original attempt. Sensor tasks ask for no slot
 (``executor_config["regionflow"]["no_slots"]``) and go straight to the workers.
 """
@@ -43,14 +44,18 @@ from airflow.executors.workloads import ExecuteTask
 from airflow.utils.state import TaskInstanceState
 
 from ..config import RegionflowConfig
+from ..core.attempts import AttemptState
 from ..core.resources import UNKNOWN, ResourceProfile
 from ..scheduling.capacity import SlotRef
 from ..scheduling.errors import SchedulingError, UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from ..spark.store import PartitionStore
 from ..spark.task import UnitTask
-from ..spark.unit import unit_submission
-from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S, CommitWatcher, MasterWatcher, explain, settle
+from ..spark.attempt import Attempt
+from ..spark.backends import configured_backend
+from ..spark.connect import SessionServers
+from ..spark.idle import IdleServerReaper
+from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
 from ..store import (
     CopyRequestRecord,
     CopyState,
@@ -60,10 +65,12 @@ from ..store import (
     StoreError,
     bulk_id_for,
 )
+from ..store.recorder import StoreRecorder
 from ..transformer import EXECUTOR_CONFIG_KEY
 from .guest import FINISHED_STATES, STILL_QUEUED, append_task_log, guarded, task_instance_finished, task_instance_states
 
 ADOPTED_CHECK_INTERVAL_S = 5.0
+IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] session_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
 COPY_EXCLUSION_S = 7 * 24 * 3600.0  # lifted explicitly when the copy ends
 COPY_PREFIX = "copy:"
@@ -93,6 +100,8 @@ class RegionExecutor(LocalExecutor):
         self._mirrored_blocks: dict[tuple[str, str], float] = {}  # (job, host) -> store expiry mirrored
         self._copy_sequence = 0
         self.host_lost_timeout = DEFAULT_HOST_LOST_TIMEOUT_S  # a copy whose master is silent this long is killed
+        self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
+        self._idle_checked = 0.0
 
     # ---- lifecycle ------------------------------------------------------------------------------
     # Every entry point the scheduler calls is guarded: an executor is a guest in the scheduler's
@@ -350,8 +359,19 @@ class RegionExecutor(LocalExecutor):
                            ("polling the slot pool", self._poll_pool),
                            ("noticing starving jobs", self._notice_starving_jobs),
                            ("checking restored grants", self._check_adopted),
-                           ("checking waiting task instances", self._check_held)):
+                           ("checking waiting task instances", self._check_held),
+                           ("stopping idle Spark Connect servers", self._stop_idle_servers)):
             guarded(self.log, what, step)
+
+    def _stop_idle_servers(self) -> None:
+        now = time.monotonic()
+        if self.idle_reaper is None or now - self._idle_checked < IDLE_CHECK_INTERVAL_S:
+            return
+        self._idle_checked = now
+        for host in self.idle_reaper.tick(self.pool.busy_hosts()):
+            self.log.info("RegionExecutor: host %s idle for %.0f s: its Spark Connect server is stopped "
+                          "(session_idle_timeout); the next region on it starts it again", host,
+                          self.idle_reaper.timeout)
 
     def _poll_pool(self) -> None:
         self._start(self.pool.poll())  # blocklist entries that expired
@@ -476,8 +496,8 @@ class RegionExecutor(LocalExecutor):
             self.log.exception("RegionExecutor: speculative copy %s failed", request.bulk_id)
             self._mark_copy(request.request_id, CopyState.FAILED, message=f"{type(error).__name__}: {error}")
             attempt = self.store.attempt(attempt_id)
-            if attempt is not None and attempt.state == "running":
-                self.store.end_attempt(attempt_id, "failed", f"{type(error).__name__}: {error}"[:2000])
+            if attempt is not None and attempt.state == AttemptState.RUNNING:
+                self.store.end_attempt(attempt_id, AttemptState.FAILED, f"{type(error).__name__}: {error}"[:2000])
         finally:
             self._copy_done.put(request.bulk_id)
 
@@ -490,31 +510,28 @@ class RegionExecutor(LocalExecutor):
             return
         host = self.rf_config.cluster.host(host_name)
         task_path = os.path.join(os.path.dirname(request.template_path), f"{task.unit_key}-{attempt_id}.json")
-        submission = unit_submission(task, task_path, host, slots, dict(request.spark_conf), list(request.py_files),
-                                     conn_id=self.rf_config.spark_conn_id, forward_output=False)
+        backend = configured_backend(self.rf_config, dict(request.spark_conf), list(request.py_files),
+                                     forward_output=False)
+        recorder = StoreRecorder(self.store, request.dag_id, request.run_id, request.task_id, request.map_index,
+                                 bulk_id=request.bulk_id, speculative=True)
+        attempt = Attempt(task, task_path, host, slots, backend, partitions, recorder=recorder,
+                          host_lost_timeout=self.host_lost_timeout)
         self.store.mark_copy(request.request_id, CopyState.RUNNING, attempt_id=attempt_id)
-        self.store.start_attempt(attempt_id=attempt_id, bulk_id=request.bulk_id, dag_id=request.dag_id,
-                                 run_id=request.run_id, task_id=request.task_id, map_index=request.map_index,
-                                 unit_key=task.unit_key, host=host_name, speculative=True)
-        self.log.info("RegionExecutor: speculative copy %s of %s[%d] runs as attempt %s on host %s",
-                      request.bulk_id, request.task_id, request.map_index, attempt_id, host_name)
-        with CommitWatcher(partitions, task.unit_key, attempt_id, submission), \
-                MasterWatcher(getattr(submission, "master", None), submission, self.host_lost_timeout) as host_watch:
-            result = submission.run()
-        outcome = settle(result, partitions, task.unit_key, attempt_id)
-        failure = None if result.ok else explain(result, host_watch)[:2000]
-        self.store.end_attempt(attempt_id, outcome.state, failure)
+        self.log.info("RegionExecutor: speculative copy %s of %s[%d] runs as attempt %s on host %s (%s backend)",
+                      request.bulk_id, request.task_id, request.map_index, attempt_id, host_name, backend.name)
+        outcome = attempt.run()
         if outcome.winner is not None:
-            self.store.record_commit(request.dag_id, request.run_id, task.unit_key, outcome.winner_attempt)
-        if outcome.state == "succeeded":
+            self.store.record_commit(request.dag_id, request.run_id, task.unit_key, outcome.winner.attempt_id)
+        if outcome.state is AttemptState.SUCCEEDED:
             self._mark_copy(request.request_id, CopyState.WON)
             self.log.info("RegionExecutor: speculative copy %s (attempt %s on %s) committed first",
                           request.bulk_id, attempt_id, host_name)
-        elif outcome.state == "lost_commit":
+        elif outcome.state is AttemptState.LOST_COMMIT:
             self._mark_copy(request.request_id, CopyState.LOST,
                             message=f"attempt {outcome.winner_attempt} on {outcome.winner_host} committed first")
         else:  # e.g. its host was lost: the slots go back, the shard goes on with the original
-            self._mark_copy(request.request_id, CopyState.FAILED, message=failure)
+            self._mark_copy(request.request_id, CopyState.FAILED,
+                            message=None if outcome.failure is None else outcome.failure[:2000])
 
     def _mark_copy(self, request_id: int, state: CopyState, message: str | None = None) -> None:
         try:
@@ -552,8 +569,8 @@ class RegionExecutor(LocalExecutor):
             return
         if request.attempt_id:
             attempt = self.store.attempt(request.attempt_id)
-            if attempt is not None and attempt.state == "running":
-                self.store.end_attempt(request.attempt_id, "killed", why)
+            if attempt is not None and attempt.state == AttemptState.RUNNING:
+                self.store.end_attempt(request.attempt_id, AttemptState.KILLED, why)
         if request.is_open:
             self._mark_copy(request_id, CopyState.CANCELLED if request.state is CopyState.PENDING else CopyState.FAILED,
                             message=why)
@@ -610,3 +627,11 @@ class RegionExecutor(LocalExecutor):
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _idle_reaper(config: RegionflowConfig) -> IdleServerReaper | None:
+    """The idle-server reaper of the session backend; None with submit or a timeout of 0."""
+    if config.backend != "session" or config.session_idle_timeout <= 0:
+        return None
+    servers = SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
+    return IdleServerReaper(servers, config.session_idle_timeout)

@@ -3,10 +3,11 @@ regions) = one Spark submission, sized to the slots the RegionExecutor granted i
 
 The task learns its grant (host, slots) from regionflow's store, builds the unit task file (the
 plan reference, its regions, the attempt, one input descriptor per partition group it reads), and
-runs the region program through SparkSubmitHook. The driver output goes to the task log; a failed
-application fails the task with the vertex, subtask and Python error; `on_kill` ends the
-application. Run by another executor (or `airflow tasks test`), it uses the first host with as many
-slots as it asked for.
+runs it as one `Attempt` on the configured backend (``[regionflow] backend``: a spark-submit, or a
+session on the host's Spark Connect server). The attempt's output goes to the task log; a failed
+attempt fails the task with the vertex, subtask and Python error; `on_kill` cancels the attempt.
+Run by another executor (or `airflow tasks test`), it uses the first host with as many slots as it
+asked for.
 """
 from __future__ import annotations
 
@@ -27,13 +28,15 @@ from ..scheduling.hosts import Host
 from ..spark.descriptors import DescriptorCache
 from ..spark.program import resolve_sink_path
 from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_component
-from ..spark.connect import SessionServers
-from ..spark.session_backend import SessionSubmission
-from ..spark.submit import RegionSubmission, build_py_files
+from ..core.attempts import AttemptState
+from ..spark.attempt import Attempt, AttemptOutcome
+from ..spark.backends import configured_backend
+from ..spark.submit import build_py_files
 from ..spark.task import UnitTask
-from ..spark.unit import UnitLayout, job_modules, unit_submission
-from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, CommitWatcher, MasterWatcher, Settlement, explain, settle
-from ..store import GrantState, RegionflowStore
+from ..spark.unit import UnitLayout, job_modules
+from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, Settlement
+from ..store import GrantState, RegionflowStore, job_id_for
+from ..store.recorder import StoreRecorder
 
 
 class RegionTaskFailed(RegionflowError):
@@ -64,7 +67,7 @@ class RegionOperator(BaseOperator):
         self.logical = logical
         self.max_shards = max_shards
         self.shard = shard
-        self._submission: RegionSubmission | SessionSubmission | None = None
+        self._attempt: Attempt | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
         config = RegionflowConfig.from_airflow()
@@ -73,40 +76,39 @@ class RegionOperator(BaseOperator):
         store = RegionflowStore.from_config(config.store_url)
         bulk_id, host, slots = self._granted(store, ti, config, prepared.layout, prepared.unit)
         prepared.claim_sinks()
-        attempt = f"try{ti.try_number}-{uuid.uuid4().hex[:6]}"
-        task = prepared.unit_task(slots=slots, host=host.name, attempt_id=attempt)
-        if config.backend == "session":
-            self._submission = self._session_submission(config, task, prepared.task_path(attempt), host, slots)
+        attempt_id = f"try{ti.try_number}-{uuid.uuid4().hex[:6]}"
+        task = prepared.unit_task(slots=slots, host=host.name, attempt_id=attempt_id)
+        backend = configured_backend(config, config.spark_conf, prepared.py_files(task)
+                                     if config.backend == "submit" else [])
+        recorder = StoreRecorder(store, dag.dag_id, run_id, ti.task_id, ti.map_index, bulk_id=bulk_id)
+        self._attempt = Attempt(task, prepared.task_path(attempt_id), host, slots, backend, prepared.partitions,
+                                recorder=recorder, on_line=self.log.info, watch_interval=self.watch_interval)
+        self.log.info("unit %s: %d region(s) on host %s with %d slot(s), attempt %s (%s backend)", task.unit_name,
+                      len(task.regions), host.name, slots, attempt_id, backend.name)
+        outcome = self._attempt.run()
+        if outcome.host_lost:
+            self.log.error("unit %s on host %s: %s", task.unit_name, host.name, outcome.host_lost)
+            self._block_lost_host(store, config, dag.dag_id, run_id, host.name, outcome.host_lost)
+        if not outcome.unit_done:
+            settlement = self._wait_for_copies(store, prepared, dag.dag_id, run_id, ti, outcome.settlement)
         else:
-            self._submission = unit_submission(task, prepared.task_path(attempt), host, slots, config.spark_conf,
-                                               prepared.py_files(task), conn_id=config.spark_conn_id)
-        self.log.info("unit %s: %d region(s) on host %s with %d slot(s), attempt %s", task.unit_name,
-                      len(task.regions), host.name, slots, attempt)
-        store.start_attempt(attempt_id=attempt, bulk_id=bulk_id, dag_id=dag.dag_id, run_id=run_id,
-                            task_id=ti.task_id, map_index=ti.map_index, unit_key=task.unit_key, host=host.name,
-                            speculative=False)
-        with CommitWatcher(prepared.partitions, task.unit_key, attempt, self._submission, self.watch_interval), \
-                MasterWatcher(self._submission.master, self._submission) as host_watch:
-            result = self._submission.run()
-        outcome = settle(result, prepared.partitions, task.unit_key, attempt)
-        store.end_attempt(attempt, outcome.state, None if result.ok else explain(result, host_watch)[:2000])
-        if host_watch.lost:
-            self.log.error("unit %s on host %s: %s", task.unit_name, host.name, host_watch.lost)
-        if not outcome.unit_done:
-            outcome = self._wait_for_copies(store, prepared, dag.dag_id, run_id, ti, outcome)
-        if not outcome.unit_done:
-            reason = host_watch.lost or _reason(result)
+            settlement = outcome.settlement
+        if not settlement.unit_done:
+            reason = outcome.host_lost or _reason(outcome)
             raise RegionTaskFailed(f"unit {task.unit_name} failed: {reason}")
-        winner = store.record_commit(dag.dag_id, run_id, task.unit_key, outcome.winner_attempt)
+        attempt = attempt_id
+        committed = settlement.winner
+        assert committed is not None, "a done unit has a commit"
+        winner = store.record_commit(dag.dag_id, run_id, task.unit_key, committed.attempt_id)
         store.cancel_copies(dag.dag_id, run_id, ti.task_id, ti.map_index)
         if winner == attempt:
             self.log.info("unit %s committed by attempt %s on host %s", task.unit_name, winner, host.name)
         else:
             self.log.info("unit %s: attempt %s on host %s committed first and wins; this attempt %s on host %s "
-                          "was %s", task.unit_name, winner, outcome.winner_host, attempt, host.name,
-                          "cancelled" if outcome.state == "lost_commit" else outcome.state)
-        return {"unit": task.unit_name, "attempt": attempt, "winner": winner, "winner_host": outcome.winner_host,
-                "sinks": outcome.winner.manifest.get("sinks", {})}
+                          "was %s", task.unit_name, winner, settlement.winner_host, attempt, host.name,
+                          "cancelled" if outcome.state is AttemptState.LOST_COMMIT else outcome.state.value)
+        return {"unit": task.unit_name, "attempt": attempt, "winner": winner, "winner_host": settlement.winner_host,
+                "sinks": committed.manifest.get("sinks", {})}
 
     def _wait_for_copies(self, store: RegionflowStore, prepared: "PreparedUnit", dag_id: str, run_id: str,
                          ti: Any, failed: Settlement) -> Settlement:
@@ -117,32 +119,33 @@ class RegionOperator(BaseOperator):
         while True:
             committed = prepared.partitions.committed(key)
             if committed is not None:
-                return Settlement("lost_commit", committed)
+                return Settlement(AttemptState.LOST_COMMIT, committed)
             open_copies = [r for r in store.copy_requests(dag_id, run_id, ti.task_id, ti.map_index) if r.is_open]
             if not open_copies:
                 committed = prepared.partitions.committed(key)  # a copy may have won just now
-                return failed if committed is None else Settlement("lost_commit", committed)
+                return failed if committed is None else Settlement(AttemptState.LOST_COMMIT, committed)
             if not announced:
                 self.log.warning("unit %s: this attempt %s; waiting for speculative copy request(s) %s",
                                  prepared.name, failed.state, [r.request_id for r in open_copies])
                 announced = True
             time.sleep(self.watch_interval)
 
-    def _session_submission(self, config: RegionflowConfig, task: UnitTask, task_path: str, host: Host,
-                            slots: int) -> SessionSubmission:
-        """The attempt as a client session on the host's Spark Connect server, which must be up."""
-        server = SessionServers(config.cluster, config.session_state_dir, config.session_base_port).server(host.name)
-        if not server.reachable():
-            raise RegionTaskFailed(
-                f"host {host.name} lost: its Spark Connect server does not answer at {server.url} ([regionflow] "
-                f"backend = session); start it with `regionflow session start --host {host.name}` (same --hosts "
-                f"and --base-port as [regionflow] hosts and session_base_port)")
-        task.write(task_path)
-        return SessionSubmission(task, server.url, slots, config.spark_conf, on_line=self.log.info)
+    def _block_lost_host(self, store: RegionflowStore, config: RegionflowConfig, dag_id: str, run_id: str,
+                         host: str, why: str) -> None:
+        """Keep the run's next regions and this task's retry off a lost host for ``blocklist_expiry``
+        seconds (the executor mirrors the store's blocklist into its slot pool). Not on a one-host
+        cluster: there the entry could only make the retry fail at once (the pool rejects a bulk
+        whose every host is blocklisted), while the host may be back by then."""
+        if config.blocklist_expiry <= 0 or len(config.cluster) < 2:
+            return
+        try:
+            store.block(job_id_for(dag_id, run_id), host, time.time() + config.blocklist_expiry, reason=why[:500])
+        except Exception as error:  # noqa: BLE001 - the task fails with the host loss either way
+            self.log.warning("could not blocklist lost host %s: %s", host, error)
 
     def on_kill(self) -> None:
-        if self._submission is not None:
-            self._submission.kill(wait=False)
+        if self._attempt is not None:
+            self._attempt.cancel()
 
     # ---- helpers ----------------------------------------------------------------------------------
 
@@ -278,7 +281,11 @@ def _work_dir(config: RegionflowConfig, partitions: PartitionStore) -> str:
     return path
 
 
-def _reason(result) -> str:
+def _reason(outcome: AttemptOutcome) -> str:
+    """The one-line reason of a failed attempt: the region program's error line when it printed one."""
+    result = outcome.result
+    if result is None:
+        return outcome.failure or outcome.state.value
     lines = [line for line in result.log_tail if "regionflow: error:" in line]
     if lines:
         return lines[-1].split("regionflow: error:", 1)[1].strip()

@@ -414,6 +414,11 @@ class SlotPool:
     def hosts(self) -> list[Host]:
         return [host for _, host in self._table.live()]
 
+    def busy_hosts(self) -> set[str]:
+        """Names of the live hosts with at least one granted slot."""
+        table = self._table
+        return {host.name for index, host in table.live() if table.free_count[index] < host.slots}
+
     def is_waiting(self, bulk_id: str) -> bool:
         return bulk_id in self._pending
 

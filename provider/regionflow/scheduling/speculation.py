@@ -44,13 +44,14 @@ from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
+from ..core.attempts import ATTEMPT_END_STATES, AttemptState
 from ..core.errors import SpecError
 
 METRIC_PREFIX = "regionflow.speculation."
 
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-ATTEMPT_STATES = frozenset({RUNNING, SUCCEEDED, "failed", "killed", "lost_commit"})
+RUNNING = AttemptState.RUNNING
+SUCCEEDED = AttemptState.SUCCEEDED
+ATTEMPT_STATES = frozenset({RUNNING}) | ATTEMPT_END_STATES
 
 Basis = Literal["time", "input_bytes"]
 

@@ -14,6 +14,8 @@ cause read from its log, at once when its process exits, never by waiting out th
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -21,7 +23,7 @@ import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from ..core.errors import RegionflowError
 from ..scheduling.hosts import Cluster, Host
@@ -38,6 +40,7 @@ from .submit import (
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_BASE_PORT = 15002  # Spark Connect's own default port; host i of a cluster gets base + i
 DEFAULT_START_TIMEOUT_S = 180.0
+IDLE_STOP_WAIT_S = 30.0  # how long a start waits for an idle stop's old server to let its port go
 # Set by pyspark in a process once it built a Connect client session; inherited by a child they would
 # make that child's own SparkSession a Connect client too.
 CONNECT_CLIENT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
@@ -100,6 +103,15 @@ class ConnectServer:
     def log_path(self) -> str:
         return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.log")
 
+    @property
+    def idle_mark_path(self) -> str:
+        return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.idle")
+
+    @property
+    def stopped_idle(self) -> bool:
+        """The server was stopped for being idle (`stop_idle`): the next attempt starts it again."""
+        return os.path.exists(self.idle_mark_path)
+
     def command(self) -> list[str]:
         """The spark-submit command line of this host's server."""
         master = _sized_master(self.host.spark.master, self.host.slots)
@@ -126,9 +138,22 @@ class ConnectServer:
 
         Raises `SessionServerError` with the cause when the process exits first (port taken, no Java)
         or the port does not answer within `timeout` seconds (the process is then stopped)."""
+        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        with _host_lock(os.path.join(self.state_dir, f"{_file_name(self.host.name)}.lock")):
+            status = self._start_locked(timeout)
+        try:
+            os.remove(self.idle_mark_path)
+        except FileNotFoundError:
+            pass
+        return status
+
+    def _start_locked(self, timeout: float) -> ServerStatus:
+        """`start` under the host's lock file: one process starts a host's server, the others wait."""
         current = self.status()
         if current.state in ("up", "starting") and current.pid is not None:
             return current if current.up else self._wait_ready(current.pid, timeout)
+        if self.stopped_idle:  # an idle stop may still be ending the old server: let its port go
+            _wait_for(lambda: not _port_answers(self.port), IDLE_STOP_WAIT_S)
         if _port_answers(self.port):
             raise SessionServerError(
                 f"host {self.host.name!r}: port {self.port} on {LOOPBACK} is already in use by another "
@@ -165,9 +190,12 @@ class ConnectServer:
             time.sleep(0.2)
 
     def _answers_a_session(self) -> bool:
-        """A client session runs a one-row job (the port opens before the server can serve)."""
+        """A client session runs a one-row job (the port opens before the server can serve). The
+        probe leaves no Connect-client marks in this process's environment: a classic Spark program
+        started from here later (spark-submit inherits the environment) would become a Connect client."""
         from pyspark.sql import SparkSession
 
+        before = {name: os.environ.get(name) for name in CONNECT_CLIENT_VARIABLES}
         try:
             session = SparkSession.builder.remote(self.url).create()
             try:
@@ -176,6 +204,12 @@ class ConnectServer:
                 session.stop()
         except Exception:  # noqa: BLE001 - not ready yet; the caller keeps waiting
             return False
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     def reachable(self) -> bool:
         """True when something answers on this host's Spark Connect port (what a client needs)."""
@@ -189,6 +223,13 @@ class ConnectServer:
         if not _alive(state.pid):
             return ServerStatus(self.host.name, "down", self.url, cause=f"process {state.pid} is gone")
         return ServerStatus(self.host.name, "up" if _port_answers(self.port) else "starting", self.url, state.pid)
+
+    def stop_idle(self, grace_seconds: float = 10.0) -> bool:
+        """Stop the server for being idle: marked first, so an attempt arriving meanwhile starts it again
+        (after the old one let its port go) instead of counting the host as lost."""
+        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        _write_json(self.idle_mark_path, {"host": self.host.name, "stopped_at": time.time()})
+        return self.stop(grace_seconds)
 
     def stop(self, grace_seconds: float = 10.0) -> bool:
         """Stop the server's whole process group; True when one was running."""
@@ -279,6 +320,26 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((LOOPBACK, 0))
         return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _host_lock(path: str) -> Iterator[None]:
+    """An exclusive lock on `path` across processes (flock), held for the `with` block."""
+    with open(path, "a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step)
+    return True
 
 
 def _file_name(host: str) -> str:

@@ -2,9 +2,11 @@
 
 The runner is the scheduler process: the region strategy decides which units (shards of regions)
 may start, the FIFO bulk slot pool grants their slots on hosts, and each granted unit runs as one
-Spark submission in a thread of its own. Failures restart the unit (and what the strategy says must
-restart with it) up to `retries` times; partitions whose consumers have all finished are deleted.
-`--reference` runs the same vertex functions once as a plain PySpark program instead.
+`Attempt` (the attempt lifecycle every runner shares) in a thread of its own, on the backend chosen
+with `--backend`: a spark-submit per attempt, or a session on a per-host Spark Connect server.
+Failures restart the unit (and what the strategy says must restart with it) up to `retries` times;
+partitions whose consumers have all finished are deleted. `--reference` runs the same vertex
+functions once as a plain PySpark program instead.
 """
 from __future__ import annotations
 
@@ -21,12 +23,14 @@ from ..core.errors import RegionflowError
 from ..core.plan import Plan
 from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
+from ..core.attempts import AttemptState
+from .attempt import Attempt, AttemptOutcome, Backend
+from .backends import SessionBackend, SubmitBackend
 from .connect import SessionServers
 from .descriptors import DescriptorCache
 from .program import resolve_sink_path
-from .session_backend import SessionSubmission
 from .store import PartitionStore, SinkCommitter, local_path
-from .submit import RegionSubmission, build_py_files
+from .submit import SubmissionResult, build_py_files
 from .task import UnitTask
 from .unit import UnitLayout, job_modules, unit_submission
 
@@ -103,7 +107,7 @@ class RunOptions:
     job_conf: dict[str, str] = field(default_factory=dict)
     run_id: str | None = None
     progress: Callable[[str], None] | None = print
-    backend: str = "submit"  # "session": attempts run on one Spark Connect server per host (started here)
+    backend: str = "session"  # one Spark Connect server per host, started here; "submit": spark-submit each
 
 
 class LocalRunner:
@@ -124,8 +128,9 @@ class LocalRunner:
         self.pool = SlotPool(options.cluster)
         self.descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
         self.events: queue.Queue = queue.Queue()
-        self.live: dict[int, tuple[str, Any]] = {}  # unit -> (bulk id, RegionSubmission or SessionSubmission)
+        self.live: dict[int, tuple[str, Attempt]] = {}  # unit -> (bulk id, its running attempt)
         self.servers: SessionServers | None = None
+        self.backend: Backend | None = None
         self.unit_host: dict[int, str] = {}
         self.log_paths: dict[int, str] = {}
         self.started = 0.0
@@ -154,6 +159,8 @@ class LocalRunner:
     def run(self) -> RunSummary:
         self.preflight()
         self.servers = self._start_servers()
+        self.backend = (SessionBackend(self.servers, self.options.job_conf) if self.servers is not None else
+                        SubmitBackend(self.options.job_conf, self.py_files, forward_output=False))
         self.started = time.monotonic()
         try:
             self._submit(self.scheduler.start())
@@ -182,11 +189,10 @@ class LocalRunner:
             run.attempts += 1
             run.start, run.end, run.slots, run.host = self._now(), None, len(grant.slots), grant.slots[0].host
             self.scheduler.on_started(unit)
-            attempt = f"a{run.attempts}-{uuid.uuid4().hex[:6]}"
-            submission = self._submission(unit, grant, attempt)
-            self.live[unit] = (grant.bulk_id, submission)
+            attempt = self._attempt(unit, grant, f"a{run.attempts}-{uuid.uuid4().hex[:6]}")
+            self.live[unit] = (grant.bulk_id, attempt)
             self.unit_host[unit] = run.host
-            threading.Thread(target=self._run_submission, args=(unit, attempt, submission), daemon=True).start()
+            threading.Thread(target=self._run_attempt, args=(unit, attempt), daemon=True).start()
             self._progress(f"started {run.name} (attempt {run.attempts}) on {run.host} with {run.slots} slot(s)")
 
     def _start_servers(self) -> SessionServers | None:
@@ -206,36 +212,35 @@ class LocalRunner:
                        f"{time.monotonic() - began:.1f} s")
         return servers
 
-    def _submission(self, unit: int, grant: Grant, attempt: str) -> RegionSubmission | SessionSubmission:
+    def _attempt(self, unit: int, grant: Grant, attempt_id: str) -> Attempt:
         host = self.hosts[grant.slots[0].host]
         task = UnitTask(job=self.job_reference, mode=self.plan.mode.value, run_id=self.run_id,
                         data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
-                        regions=list(self.shards[unit].regions), attempt_id=attempt, host=host.name,
+                        regions=list(self.shards[unit].regions), attempt_id=attempt_id, host=host.name,
                         width=self.layout.width(unit, self.largest_host), inputs=self._input_descriptors(unit))
-        log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt}.log")
+        log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
         self.log_paths[unit] = log_path
-        if self.servers is not None:
-            return SessionSubmission(task, self.servers.server(host.name).url, len(grant.slots),
-                                     self.options.job_conf, on_line=_line_writer(log_path))
-        return unit_submission(task, os.path.join(self.work_dir, f"{self.keys[unit]}-{attempt}.json"), host,
-                               len(grant.slots), self.options.job_conf, self.py_files,
-                               on_line=_line_writer(log_path), forward_output=False)
+        assert self.backend is not None, "run() chooses the backend before the first attempt"
+        return Attempt(task, os.path.join(self.work_dir, f"{self.keys[unit]}-{attempt_id}.json"), host,
+                       len(grant.slots), self.backend, self.store, on_line=_line_writer(log_path))
 
-    def _run_submission(self, unit: int, attempt: str, submission: RegionSubmission) -> None:
+    def _run_attempt(self, unit: int, attempt: Attempt) -> None:
         try:
-            result = submission.run()
+            outcome: AttemptOutcome | BaseException = attempt.run()
         except BaseException as error:  # noqa: BLE001 - reported to the loop, never lost in a thread
-            result = error
-        self.events.put((unit, attempt, result))
+            outcome = error
+        self.events.put((unit, attempt.attempt_id, outcome))
 
-    def _on_result(self, unit: int, attempt: str, result) -> None:
-        bulk_id, _ = self.live.pop(unit, (None, None))
+    def _on_result(self, unit: int, attempt_id: str, outcome: AttemptOutcome | BaseException) -> None:
+        live = self.live.get(unit)
+        if live is None or live[1].attempt_id != attempt_id:
+            return  # an attempt cancelled for a restart: its slots went back when it was cancelled
+        bulk_id, _ = self.live.pop(unit)
         run = self.runs[unit]
         run.end = self._now()
-        if bulk_id is not None:
-            self._launch(self.pool.release(bulk_id))
-        if isinstance(result, BaseException) or not result.ok:
-            self._on_failure(unit, attempt, result)
+        self._launch(self.pool.release(bulk_id))
+        if isinstance(outcome, BaseException) or outcome.state is not AttemptState.SUCCEEDED:
+            self._on_failure(unit, attempt_id, outcome)
             return
         progress = self.scheduler.on_finished(unit)
         self._progress(f"finished {run.name} in {run.seconds:.1f} s")
@@ -259,24 +264,25 @@ class LocalRunner:
         self._submit(restart.ready)
 
     def kill_unit(self, name: str) -> bool:
-        """Kill the running submission of the unit called `name` (as if its process died): the
-        runner sees a failed attempt and retries it. True if such a submission was running."""
-        for unit, (_, submission) in list(self.live.items()):
+        """Cancel the running attempt of the unit called `name` (as if its process died): the
+        runner sees a killed attempt and retries it. True if such an attempt was running."""
+        for unit, (_, attempt) in list(self.live.items()):
             if self.runs[unit].name == name:
-                submission.kill(wait=False)
+                attempt.cancel()
                 return True
         return False
 
     def _cancel(self, unit: int) -> None:
-        bulk_id, submission = self.live.pop(unit, (None, None))
-        if submission is not None:
-            submission.kill()
+        live = self.live.pop(unit, None)
+        if live is not None:
+            bulk_id, attempt = live
+            attempt.cancel(wait=True)
             self._launch(self.pool.release(bulk_id))
 
     def _kill_all(self) -> None:
         for unit in list(self.live):
-            _, submission = self.live.pop(unit)
-            submission.kill()
+            _, attempt = self.live.pop(unit)
+            attempt.cancel(wait=True)
 
     # ---- data -------------------------------------------------------------------------------------
 
@@ -350,12 +356,22 @@ def _line_writer(path: str) -> Callable[[str], None]:
     return write
 
 
-def _failure_reason(result) -> str:
-    if isinstance(result, BaseException):
-        return f"{type(result).__name__}: {result}"
+def _failure_reason(outcome: AttemptOutcome | SubmissionResult | BaseException) -> str:
+    if isinstance(outcome, BaseException):
+        return f"{type(outcome).__name__}: {outcome}"
+    if isinstance(outcome, AttemptOutcome):
+        if outcome.result is None:
+            return outcome.failure or outcome.state.value
+        if outcome.host_lost:
+            return outcome.host_lost
+        result = outcome.result
+    else:
+        result = outcome
     lines = [line for line in result.log_tail if "regionflow: error:" in line]
     if lines:
         return lines[-1].split("regionflow: error:", 1)[1].strip()
+    if result.error:
+        return result.error
     if result.killed:
         return "the Spark application was killed"
     tail = [line for line in result.log_tail if line.strip()][-3:]

@@ -476,7 +476,8 @@ def _write_zip(target: str, members: list[tuple[str, bytes]]) -> None:
 
 
 def live_processes() -> Iterator[tuple[int, int, int]]:
-    """(pid, parent pid, process group) of every live (non-zombie) process, read from /proc."""
+    """(pid, parent pid, process group) of every live process (not a zombie, or a zombie leader whose
+    other threads still run), read from /proc."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -486,8 +487,17 @@ def live_processes() -> Iterator[tuple[int, int, int]]:
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
-        if len(fields) > 2 and fields[0] != "Z":
+        if len(fields) > 2 and (fields[0] != "Z" or _threads_left(entry)):
             yield int(entry), int(fields[1]), int(fields[2])
+
+
+def _threads_left(pid: str) -> bool:
+    """A zombie thread-group leader whose other threads still run (a JVM whose main thread ended while
+    its shutdown hooks still hold its sockets) is not gone yet."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def process_group_members(pgid: int) -> list[int]:
@@ -567,6 +577,7 @@ class SubmissionResult:
     command: str = ""
     error: str | None = None
     first_line_seconds: float | None = None
+    host_lost: bool = False  # the run ended because its host went away (`error` says how)
 
     @property
     def ok(self) -> bool:

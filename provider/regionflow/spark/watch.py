@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.attempts import AttemptState
 from .store import CommittedUnit, PartitionStore
 
 DEFAULT_WATCH_INTERVAL_S = 1.0
@@ -147,7 +148,7 @@ def explain(result: Any, master_watcher: MasterWatcher | None) -> str:
 class Settlement:
     """How one attempt ended: `state` is an attempt end state of regionflow's store."""
 
-    state: str  # succeeded | lost_commit | killed | failed
+    state: AttemptState  # an end state
     winner: CommittedUnit | None
 
     @property
@@ -173,11 +174,11 @@ def settle(result: Any, partitions: PartitionStore, unit_key: str, attempt_id: s
     committed = partitions.committed(unit_key)
     if committed is not None:
         if committed.attempt_id == attempt_id:
-            return Settlement("succeeded", committed)
+            return Settlement(AttemptState.SUCCEEDED, committed)
         _discard_quietly(partitions, unit_key, attempt_id)
-        return Settlement("lost_commit", committed)
+        return Settlement(AttemptState.LOST_COMMIT, committed)
     _discard_quietly(partitions, unit_key, attempt_id)
-    return Settlement("killed" if getattr(result, "killed", False) else "failed", None)
+    return Settlement(AttemptState.KILLED if getattr(result, "killed", False) else AttemptState.FAILED, None)
 
 
 def _discard_quietly(partitions: PartitionStore, unit_key: str, attempt_id: str) -> None:

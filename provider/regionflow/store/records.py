@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ..core.attempts import ATTEMPT_END_STATES, AttemptState
+
 
 class GrantState(StrEnum):
     WAITING = "waiting"
@@ -17,14 +19,6 @@ class GrantState(StrEnum):
     RELEASED = "released"
     REJECTED = "rejected"
     LOST = "lost"
-
-
-class AttemptState(StrEnum):
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    KILLED = "killed"
-    LOST_COMMIT = "lost_commit"
 
 
 # A released, rejected or lost grant never holds slots again: granting it twice is how one slot
@@ -61,7 +55,6 @@ COPY_TRANSITIONS: dict[CopyState, frozenset[CopyState]] = {
 }
 
 
-ATTEMPT_END_STATES: frozenset[AttemptState] = frozenset(AttemptState) - {AttemptState.RUNNING}
 
 Slot = tuple[str, int]
 

@@ -1,0 +1,76 @@
+"""Faults on the session backend through Airflow, on two hosts (a and b, each with its own Spark
+Connect server started by the embedded stack): kill -9 of the server that runs a region attempt."""
+import os
+import shutil
+import signal
+import time
+
+import pytest
+
+from regionflow.embedded import EmbeddedAirflow
+from regionflow.operators.region import dag_run_outputs
+from regionflow.store import RegionflowStore
+
+from test_e2e import run
+from test_e2e_session import task_log_file
+
+pytestmark = pytest.mark.timeout(900)
+HERE = os.path.dirname(__file__)
+DAG_ID = "orders_host_loss"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow-session-faults")
+    dags = home / "dags"
+    shutil.copytree(os.path.join(HERE, "dags_session"), dags)
+    options = {"hosts": "a:slots=4;b:slots=4", "max_shards": "1", "data_dir": str(home / "data"),
+               "backend": "session", "blocklist_expiry": "600"}
+    with EmbeddedAirflow(str(home), str(dags), regionflow_options=options) as airflow:
+        yield airflow
+
+
+def wait_until(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def running_attempt(store, run_id, task_id, timeout=300.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for attempt in store.attempts(DAG_ID, run_id, task_id):
+            if attempt.state.value == "running":
+                return attempt
+        time.sleep(0.05)
+    raise AssertionError(f"no attempt of {task_id} started within {timeout:.0f} s")
+
+
+def test_a_killed_server_loses_its_attempt_and_the_retry_runs_on_the_other_host(stack, orders_reference):
+    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+    run_id = run(stack, DAG_ID)
+    victim = running_attempt(store, run_id, "orders")
+    server = stack.session_servers.server(victim.host)
+    os.killpg(server.status().pid, signal.SIGKILL)  # kill -9 of the host's whole Spark (its JVM)
+    killed_at = time.time()
+
+    assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success"
+    lost = store.attempt(victim.attempt_id)
+    assert lost.state.value in ("failed", "killed") and f"host {victim.host} lost" in lost.message
+    assert lost.ended_at - killed_at < 30  # the attempt did not hang on the dead server
+    attempts = store.attempts(DAG_ID, run_id)
+    [retry] = [a for a in attempts if a.task_id == "orders" and a.state.value == "succeeded"]
+    assert retry.host != victim.host
+    later = [a for a in attempts if a.started_at > lost.ended_at]
+    assert later and all(a.host != victim.host for a in later)  # the lost host is blocklisted for the run
+    assert any(b.host == victim.host for b in store.active_blocks())
+    assert wait_until(lambda: all(g.state.value == "released" for g in store.grants(DAG_ID, run_id)), 60), \
+        [(g.bulk_id, g.state.value) for g in store.grants(DAG_ID, run_id)]  # every slot of the run went back
+    layout, partitions = dag_run_outputs(os.path.join(stack.dags_folder, "rf_host_loss.py"), DAG_ID, run_id,
+                                         stack.regionflow_options["data_dir"], 1)
+    figures = layout.sink_figures(partitions, stack.regionflow_options["data_dir"])["totals"]
+    assert (figures["rows"], figures["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
+    assert f"host {victim.host} lost" in task_log_file(stack, DAG_ID, run_id, "orders", 1)

@@ -1,0 +1,162 @@
+"""The one attempt lifecycle (`Attempt`) over a recording backend double: every way an attempt ends,
+the moves of its state diagram, and what its recorder sees. No Spark here: the backends themselves
+run for real in test_run.py, test_connect.py and the Airflow end-to-end tests."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from regionflow.core.attempts import (ATTEMPT_END_STATES, ATTEMPT_TRANSITIONS, AttemptState, AttemptTransitionError,
+                                      check_attempt_move)
+from regionflow.scheduling.hosts import Cluster
+from regionflow.spark.attempt import Attempt, HostLost
+from regionflow.spark.store import PartitionStore
+from regionflow.spark.task import UnitTask
+
+from speculation_fakes import FakeResult, FakeSubmission, commit, commits_at_once, fails, runs_until_killed, wait_for
+
+
+class RecordingBackend:
+    """A backend double: hands out `FakeSubmission`s playing `behaviour`, remembers every call."""
+
+    name = "recording"
+
+    def __init__(self, behaviour=None, *, down: str | None = None, master: str | None = None):
+        self.behaviour = behaviour
+        self.down = down
+        self.master = master
+        self.prepared: list[tuple[str, str, int]] = []
+        self.made: list[FakeSubmission] = []
+
+    def prepare(self, task, task_path, host, slots, on_line):
+        self.prepared.append((task.attempt_id, host.name, slots))
+        if self.down:
+            raise HostLost(self.down)
+        submission = FakeSubmission(self.behaviour, master=self.master)
+        self.made.append(submission)
+        return submission
+
+
+class RecordingRecorder:
+    def __init__(self):
+        self.events: list[tuple[str, str, str | None]] = []
+
+    def started(self, attempt):
+        self.events.append(("started", attempt.attempt_id, attempt.host.name))
+
+    def ended(self, attempt, outcome):
+        self.events.append(("ended", attempt.attempt_id, outcome.state.value))
+
+
+@pytest.fixture
+def partitions(tmp_path):
+    return PartitionStore(str(tmp_path), "run1")
+
+
+def make(partitions, backend, attempt_id="try1-aa", recorder=None, **options) -> Attempt:
+    task = UnitTask(job="j:JOB", mode="all-blocking", run_id="run1", data_dir=partitions.data_dir, unit_key="u0",
+                    unit_name="v[0]", regions=[0], attempt_id=attempt_id, host="a")
+    host = Cluster.parse("a:slots=2").host("a")
+    return Attempt(task, "/nonexistent/task.json", host, 2, backend, partitions, recorder=recorder,
+                   watch_interval=0.02, **options)
+
+
+def test_an_attempt_that_commits_succeeds_and_is_recorded_start_and_end(partitions):
+    backend, recorder = RecordingBackend(commits_at_once(partitions, "u0", "try1-aa", "a")), RecordingRecorder()
+    attempt = make(partitions, backend, recorder=recorder)
+    assert attempt.state is AttemptState.CREATED
+    outcome = attempt.run()
+    assert outcome.state is AttemptState.SUCCEEDED and outcome.unit_done and outcome.failure is None
+    assert attempt.state is AttemptState.SUCCEEDED and attempt.outcome is outcome
+    assert backend.prepared == [("try1-aa", "a", 2)]
+    assert recorder.events == [("started", "try1-aa", "a"), ("ended", "try1-aa", "succeeded")]
+
+
+def test_a_failed_program_is_failed_with_its_error(partitions):
+    recorder = RecordingRecorder()
+    outcome = make(partitions, RecordingBackend(fails()), recorder=recorder).run()
+    assert outcome.state is AttemptState.FAILED and not outcome.unit_done and outcome.host_lost is None
+    assert "exit code 1" in outcome.failure
+    assert recorder.events[-1] == ("ended", "try1-aa", "failed")
+
+
+def test_a_host_that_cannot_run_it_fails_the_attempt_before_it_starts(partitions):
+    recorder = RecordingRecorder()
+    attempt = make(partitions, RecordingBackend(down="host a lost: its server does not answer"), recorder=recorder)
+    outcome = attempt.run()
+    assert outcome.state is AttemptState.FAILED and outcome.result is None
+    assert outcome.host_lost == outcome.failure == "host a lost: its server does not answer"
+    assert recorder.events == []  # it never ran: no attempt row
+
+
+def test_cancel_before_the_start_never_asks_the_backend(partitions):
+    backend = RecordingBackend(commits_at_once(partitions, "u0", "try1-aa", "a"))
+    attempt = make(partitions, backend)
+    attempt.cancel()
+    outcome = attempt.run()
+    assert outcome.state is AttemptState.KILLED and backend.prepared == [] and not partitions.committed("u0")
+
+
+def test_cancel_while_running_kills_the_execution_from_another_thread(partitions):
+    backend, recorder = RecordingBackend(runs_until_killed(timeout=10)), RecordingRecorder()
+    attempt = make(partitions, backend, recorder=recorder)
+    runner = threading.Thread(target=attempt.run)
+    runner.start()
+    assert wait_for(lambda: backend.made and backend.made[0].ran.is_set())
+    assert attempt.state is AttemptState.RUNNING
+    attempt.cancel(wait=True, timeout=5)
+    runner.join(5)
+    assert backend.made[0].killed.is_set() and attempt.state is AttemptState.KILLED
+    assert recorder.events[-1] == ("ended", "try1-aa", "killed")
+
+
+def test_another_attempts_commit_kills_this_one_which_lost_the_commit(partitions):
+    backend = RecordingBackend(runs_until_killed(timeout=10))
+    threading.Timer(0.1, lambda: commit(partitions, "u0", "spec1-bb", "b")).start()
+    outcome = make(partitions, backend).run()
+    assert backend.made[0].killed.is_set()
+    assert outcome.state is AttemptState.LOST_COMMIT and outcome.unit_done
+    assert outcome.winner_attempt == "spec1-bb" and outcome.winner_host == "b"
+
+
+def test_a_copy_of_a_unit_committed_before_it_started_lost_the_commit(partitions):
+    commit(partitions, "u0", "try1-aa", "a")
+    attempt = make(partitions, RecordingBackend(runs_until_killed()), attempt_id="spec1-bb")
+    attempt.cancel()
+    outcome = attempt.run()
+    assert outcome.state is AttemptState.LOST_COMMIT and outcome.winner_attempt == "try1-aa"
+
+
+def test_a_silent_standalone_master_is_a_lost_host(partitions):
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        gone = f"spark://127.0.0.1:{closed.getsockname()[1]}"
+    backend = RecordingBackend(runs_until_killed(timeout=20), master=gone)
+    outcome = make(partitions, backend, host_lost_timeout=0.5).run()
+    assert outcome.state is AttemptState.KILLED and outcome.host_lost.startswith(f"host lost: master {gone}")
+    assert outcome.failure.startswith("host lost")
+
+
+def test_a_session_that_lost_its_server_reports_the_lost_host(partitions):
+    lost = "host a lost: its Spark Connect server at sc://127.0.0.1:1 stopped answering; SparkConnectGrpcException"
+    backend = RecordingBackend(lambda s: FakeResult(returncode=1, error=lost, host_lost=True))
+    outcome = make(partitions, backend).run()
+    assert outcome.state is AttemptState.FAILED and outcome.host_lost == lost
+
+
+def test_an_attempt_without_an_id_is_refused(partitions):
+    with pytest.raises(Exception, match="needs an attempt id"):
+        make(partitions, RecordingBackend(), attempt_id="")
+
+
+def test_the_state_diagram_has_no_way_out_of_an_end_state_and_names_the_allowed_moves():
+    for end in ATTEMPT_END_STATES:
+        assert end not in ATTEMPT_TRANSITIONS and end.ended
+        with pytest.raises(AttemptTransitionError, match="it has ended"):
+            check_attempt_move("x", "v[0]", end, AttemptState.RUNNING)
+    with pytest.raises(AttemptTransitionError, match="from created it can go to: failed, killed, lost_commit, running"):
+        check_attempt_move("x", "v[0]", AttemptState.CREATED, AttemptState.SUCCEEDED)
+    check_attempt_move("x", "v[0]", AttemptState.RUNNING, AttemptState.SUCCEEDED)
