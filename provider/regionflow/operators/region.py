@@ -12,7 +12,6 @@ asked for.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import time
 import uuid
@@ -29,6 +28,7 @@ from ..spark.descriptors import DescriptorCache
 from ..spark.program import resolve_sink_path
 from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_component
 from ..core.attempts import AttemptState
+from ..localfiles import write_json_atomically
 from ..spark.attempt import Attempt, AttemptOutcome
 from ..spark.backends import configured_backend
 from ..spark.submit import build_py_files
@@ -252,10 +252,7 @@ def _job_reference(graph: JobGraph, dag, work_dir: str) -> str:
     import there); else the DAG file itself."""
     if all(_importable(vertex.fn_reference) for vertex in graph.vertices.values()):
         path = os.path.join(work_dir, f"{safe_component(graph.name)}.job.json")
-        with open(path + ".tmp", "w", encoding="utf-8") as handle:
-            json.dump(graph.to_spec(), handle)
-        os.replace(path + ".tmp", path)
-        return path
+        return write_json_atomically(path, graph.to_spec())  # region tasks of a run write it at once
     return f"{dag.fileloc}#{dag.dag_id}"
 
 

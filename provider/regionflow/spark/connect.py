@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from ..core.errors import RegionflowError
+from ..localfiles import write_json_atomically
 from ..scheduling.hosts import Cluster, Host
 from .submit import (
     LOOPBACK,
@@ -367,10 +368,7 @@ def _alive(pid: int) -> bool:
 
 
 def _write_json(path: str, data: Mapping[str, Any]) -> None:
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(dict(data), handle)
-    os.replace(temporary, path)
+    write_json_atomically(path, dict(data))
 
 
 def _tail(path: str, lines: int = _LOG_TAIL) -> str:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.errors import SpecError
+from ..localfiles import write_json_atomically
 from .store import safe_component
 
 MAX_KEY_LENGTH = 120
@@ -44,11 +44,7 @@ class UnitTask:
     result_path: str | None = None  # reference runs write their sink figures here
 
     def write(self, path: str) -> str:
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(asdict(self), handle)
-        os.replace(tmp, path)
-        return path
+        return write_json_atomically(path, asdict(self))
 
     @classmethod
     def read(cls, path: str) -> "UnitTask":

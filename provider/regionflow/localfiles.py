@@ -1,0 +1,31 @@
+"""Local files written whole: a temp file with a unique name beside the target, then `os.replace`.
+Several processes may write the same file at once (region tasks of one run write the run's job spec,
+attempts rewrite state files): each has its own temp file, readers see an old or a new file whole."""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Any
+
+
+def write_text_atomically(path: str, text: str) -> str:
+    """Write `text` to `path` in one move; returns `path`."""
+    folder, name = os.path.split(path)
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    return path
+
+
+def write_json_atomically(path: str, data: Any) -> str:
+    """`data` as JSON at `path`, written in one move; returns `path`."""
+    return write_text_atomically(path, json.dumps(data))
+
+
+__all__ = ["write_json_atomically", "write_text_atomically"]
