@@ -105,7 +105,7 @@ def stack(workspace: dict[str, str]) -> Iterator[EmbeddedAirflow]:
 def test_write_config_is_private_complete_and_ignores_inherited_overrides(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "True")
     airflow = EmbeddedAirflow(str(tmp_path / "home"), str(tmp_path / "dags"), executor=EXECUTOR,
-                              regionflow_options={"hosts": "local[2]"},
+                              regionflow_options={"hosts": "local[2]", "backend": "submit"},
                               extra_config={"scheduler": {"task_queued_timeout": "1200"}})
     path = airflow.write_config()
     text = open(path, encoding="utf-8").read()
