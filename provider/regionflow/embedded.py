@@ -170,13 +170,14 @@ class EmbeddedAirflow:
         if (str(self.regionflow_options.get("backend") or "").strip().lower() or "session") != "session":
             return None
         from .config import RegionflowConfig
-        from .spark.connect import SessionServers, free_port
+        from .spark.backends import configured_servers
+        from .spark.connect import free_port
 
         if not self.regionflow_options.get("session_base_port"):
             self.regionflow_options["session_base_port"] = str(free_port())
         self.regionflow_options.setdefault("session_state_dir", os.path.join(self.home, "regionflow-sessions"))
-        config = RegionflowConfig.from_values(lambda name: self.regionflow_options.get(name), self.home)
-        return SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
+        return configured_servers(RegionflowConfig.from_values(lambda name: self.regionflow_options.get(name),
+                                                               self.home))
 
     # ---- paths -----------------------------------------------------------------------------
 

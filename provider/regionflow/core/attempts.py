@@ -25,10 +25,6 @@ class AttemptState(StrEnum):
     KILLED = "killed"
     FAILED = "failed"
 
-    @property
-    def ended(self) -> bool:
-        return self in ATTEMPT_END_STATES
-
 
 ATTEMPT_END_STATES: frozenset[AttemptState] = frozenset(
     {AttemptState.SUCCEEDED, AttemptState.LOST_COMMIT, AttemptState.KILLED, AttemptState.FAILED})

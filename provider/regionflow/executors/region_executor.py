@@ -52,8 +52,7 @@ from ..scheduling.pool import Bulk, Grant, SlotPool
 from ..spark.store import PartitionStore
 from ..spark.task import UnitTask
 from ..spark.attempt import Attempt
-from ..spark.backends import configured_backend
-from ..spark.connect import SessionServers
+from ..spark.backends import configured_backend, configured_servers
 from ..spark.idle import IdleServerReaper
 from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
 from ..store import (
@@ -633,5 +632,4 @@ def _idle_reaper(config: RegionflowConfig) -> IdleServerReaper | None:
     """The idle-server reaper of the session backend; None with submit or a timeout of 0."""
     if config.backend != "session" or config.session_idle_timeout <= 0:
         return None
-    servers = SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
-    return IdleServerReaper(servers, config.session_idle_timeout)
+    return IdleServerReaper(configured_servers(config), config.session_idle_timeout)

@@ -29,7 +29,7 @@ from ..spark.program import resolve_sink_path
 from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_component
 from ..core.attempts import AttemptState
 from ..localfiles import write_json_atomically
-from ..spark.attempt import Attempt, AttemptOutcome
+from ..spark.attempt import Attempt
 from ..spark.backends import configured_backend
 from ..spark.submit import build_py_files
 from ..spark.task import UnitTask
@@ -94,20 +94,18 @@ class RegionOperator(BaseOperator):
         else:
             settlement = outcome.settlement
         if not settlement.unit_done:
-            reason = outcome.host_lost or _reason(outcome)
-            raise RegionTaskFailed(f"unit {task.unit_name} failed: {reason}")
-        attempt = attempt_id
+            raise RegionTaskFailed(f"unit {task.unit_name} failed: {outcome.reason}")
         committed = settlement.winner
         assert committed is not None, "a done unit has a commit"
         winner = store.record_commit(dag.dag_id, run_id, task.unit_key, committed.attempt_id)
         store.cancel_copies(dag.dag_id, run_id, ti.task_id, ti.map_index)
-        if winner == attempt:
+        if winner == attempt_id:
             self.log.info("unit %s committed by attempt %s on host %s", task.unit_name, winner, host.name)
         else:
             self.log.info("unit %s: attempt %s on host %s committed first and wins; this attempt %s on host %s "
-                          "was %s", task.unit_name, winner, settlement.winner_host, attempt, host.name,
+                          "was %s", task.unit_name, winner, settlement.winner_host, attempt_id, host.name,
                           "cancelled" if outcome.state is AttemptState.LOST_COMMIT else outcome.state.value)
-        return {"unit": task.unit_name, "attempt": attempt, "winner": winner, "winner_host": settlement.winner_host,
+        return {"unit": task.unit_name, "attempt": attempt_id, "winner": winner, "winner_host": settlement.winner_host,
                 "sinks": committed.manifest.get("sinks", {})}
 
     def _wait_for_copies(self, store: RegionflowStore, prepared: "PreparedUnit", dag_id: str, run_id: str,
@@ -276,14 +274,3 @@ def _work_dir(config: RegionflowConfig, partitions: PartitionStore) -> str:
     path = os.path.join(base, partitions.run_id, "_tasks")
     os.makedirs(path, exist_ok=True)
     return path
-
-
-def _reason(outcome: AttemptOutcome) -> str:
-    """The one-line reason of a failed attempt: the region program's error line when it printed one."""
-    result = outcome.result
-    if result is None:
-        return outcome.failure or outcome.state.value
-    lines = [line for line in result.log_tail if "regionflow: error:" in line]
-    if lines:
-        return lines[-1].split("regionflow: error:", 1)[1].strip()
-    return result.describe().splitlines()[0]

@@ -94,6 +94,33 @@ class AttemptOutcome:
     def winner_host(self) -> str:
         return self.settlement.winner_host
 
+    @property
+    def reason(self) -> str:
+        """One line on why the attempt did not succeed: the lost host first, then the region program's
+        own error line, then what the backend says."""
+        if self.host_lost:
+            return self.host_lost
+        if self.result is None:
+            return self.failure or self.state.value
+        return result_reason(self.result)
+
+
+PROGRAM_ERROR_MARK = "regionflow: error:"
+
+
+def result_reason(result: SubmissionResult) -> str:
+    """One line on why a run failed: the region program's error line when it printed one, else the
+    backend's error, a kill, or the exit code with the output's last lines."""
+    lines = [line for line in result.log_tail if PROGRAM_ERROR_MARK in line]
+    if lines:
+        return lines[-1].split(PROGRAM_ERROR_MARK, 1)[1].strip()
+    if result.error:
+        return result.error
+    if result.killed:
+        return "the Spark application was killed"
+    tail = [line for line in result.log_tail if line.strip()][-3:]
+    return f"spark-submit exited with {result.returncode}: " + " | ".join(tail)
+
 
 class Attempt:
     """One attempt of a unit on a host with `slots` slots, run by `backend`. ``run()`` blocks;
@@ -190,4 +217,5 @@ class Attempt:
         self._state = target
 
 
-__all__ = ["Attempt", "AttemptOutcome", "AttemptRecorder", "AttemptState", "Backend", "Execution", "HostLost"]
+__all__ = ["Attempt", "AttemptOutcome", "AttemptRecorder", "AttemptState", "Backend", "Execution", "HostLost",
+           "PROGRAM_ERROR_MARK", "result_reason"]

@@ -73,13 +73,17 @@ class SessionBackend:
         return SessionSubmission(task, server.url, slots, self.job_conf, on_line=on_line)
 
 
+def configured_servers(config: "RegionflowConfig") -> SessionServers:
+    """The Spark Connect servers ``[regionflow]`` describes: hosts, state dir and base port."""
+    return SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
+
+
 def configured_backend(config: "RegionflowConfig", job_conf: Mapping[str, str], py_files: Sequence[str], *,
                        forward_output: bool = True) -> Backend:
     """The backend ``[regionflow] backend`` names, for attempts of one job (its conf and modules)."""
     if config.backend == "session":
-        servers = SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
-        return SessionBackend(servers, job_conf)
+        return SessionBackend(configured_servers(config), job_conf)
     return SubmitBackend(job_conf, py_files, conn_id=config.spark_conn_id, forward_output=forward_output)
 
 
-__all__ = ["Backend", "SessionBackend", "SubmitBackend", "configured_backend"]
+__all__ = ["Backend", "SessionBackend", "SubmitBackend", "configured_backend", "configured_servers"]

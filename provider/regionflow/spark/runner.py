@@ -24,7 +24,7 @@ from ..core.plan import Plan
 from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from ..core.attempts import AttemptState
-from .attempt import Attempt, AttemptOutcome, Backend
+from .attempt import Attempt, AttemptOutcome, Backend, result_reason
 from .backends import SessionBackend, SubmitBackend
 from .connect import SessionServers
 from .descriptors import DescriptorCache
@@ -360,23 +360,8 @@ def _failure_reason(outcome: AttemptOutcome | SubmissionResult | BaseException) 
     if isinstance(outcome, BaseException):
         return f"{type(outcome).__name__}: {outcome}"
     if isinstance(outcome, AttemptOutcome):
-        if outcome.result is None:
-            return outcome.failure or outcome.state.value
-        if outcome.host_lost:
-            return outcome.host_lost
-        result = outcome.result
-    else:
-        result = outcome
-    lines = [line for line in result.log_tail if "regionflow: error:" in line]
-    if lines:
-        return lines[-1].split("regionflow: error:", 1)[1].strip()
-    if result.error:
-        return result.error
-    if result.killed:
-        return "the Spark application was killed"
-    tail = [line for line in result.log_tail if line.strip()][-3:]
-    return f"spark-submit exited with {result.returncode}: " + " | ".join(tail)
-
+        return outcome.reason
+    return result_reason(outcome)
 
 
 __all__ = ["LocalRunner", "RunOptions", "RunSummary", "RunFailed", "run_reference"]
