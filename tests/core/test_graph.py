@@ -177,13 +177,58 @@ def test_duplicate_vertex_name():
     assert "duplicate" in message and "'A'" in message
 
 
-@pytest.mark.parametrize("parallelism", [0, -3, "2", 2.0, True, None])
+@pytest.mark.parametrize("parallelism", [0, -3, "2", 2.0, True, None, 32769, 1000000000])
 def test_bad_parallelism(parallelism):
     graph = JobGraph()
     graph.add_vertex("good", 2)
     graph.add_vertex("bad", parallelism)
     message = _raises(graph)
     assert "'bad'" in message and repr(parallelism) in message
+
+
+def test_parallelism_up_to_flinks_limit_is_fine():
+    graph = JobGraph()
+    graph.add_vertex("wide", 32768)
+    assert graph.validate() is graph
+
+
+@pytest.mark.parametrize("fn", [42, "clean orders", "module_only", ":function_only", ["m:f"]])
+def test_a_vertex_function_that_is_neither_callable_nor_a_reference_fails_validation(fn):
+    graph = JobGraph()
+    graph.add_vertex("clean", 1, fn=fn)
+    message = _raises(graph)
+    assert "'clean'" in message and repr(fn) in message and "package.module:function" in message
+
+
+def test_a_vertex_function_reference_or_callable_passes_validation():
+    graph = JobGraph()
+    graph.add_vertex("a", 1, fn="regionflow.examples.orders:generate_orders")
+    graph.add_vertex("b", 1, fn=len)
+    graph.add_vertex("c", 1)
+    assert graph.validate() is graph
+
+
+def test_a_sink_that_is_not_a_path_fails_validation():
+    graph = JobGraph()
+    graph.add_vertex("totals", 1, sink=123)  # type: ignore[arg-type]
+    message = _raises(graph)
+    assert "'totals'" in message and "sink=123" in message
+
+
+@pytest.mark.parametrize("path", ["../../etc", "..", ".", "a/../../b", "./"])
+def test_a_relative_sink_may_not_leave_the_sinks_folder(path):
+    with pytest.raises(JobGraphError) as info:
+        JobGraph().add_vertex("totals", 1, sink=path)
+    assert repr(path) in str(info.value) and "absolute path" in str(info.value)
+
+
+@pytest.mark.parametrize("path, where", [("a/../b", "/data/sinks/b"), ("./x/y", "/data/sinks/x/y"),
+                                          ("/abs/out", "/abs/out"), ("s3a://bucket/out", "s3a://bucket/out")])
+def test_sink_paths_resolve_inside_the_data_dir_or_as_given(path, where):
+    from regionflow.spark.program import resolve_sink_path
+
+    vertex = JobGraph().add_vertex("totals", 1, sink=path)
+    assert resolve_sink_path(vertex, "/data") == where
 
 
 @pytest.mark.parametrize("name", ["", "a#b"])

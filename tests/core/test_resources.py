@@ -33,6 +33,16 @@ def test_subtraction():
         b - a
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_nan_and_infinity_rejected(value):
+    for field in ("cpu", "heap_mib", "managed_mib", "gpu"):
+        with pytest.raises(ResourceError) as info:
+            ResourceProfile.of(**{field: value})
+        assert field in str(info.value) and "finite" in str(info.value)
+    with pytest.raises(ResourceError):
+        ResourceProfile.from_dict({"cpu": value})
+
+
 def test_negative_rejected():
     for field in ("cpu", "heap_mib", "off_heap_mib", "managed_mib"):
         with pytest.raises(ResourceError) as info:

@@ -77,8 +77,17 @@ class Sink:
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path.strip():
             raise JobGraphError(f"sink path {self.path!r} is empty; give the directory the output goes to")
+        if not self.is_absolute and os.path.normpath(self.path).split(os.sep)[0] in ("..", "."):
+            raise JobGraphError(
+                f"sink path {self.path!r} leaves the data directory's sinks/ folder (a relative sink path lives "
+                f"under it); give a path inside it, or an absolute path or URI")
         if self.format not in SINK_FORMATS:
             raise JobGraphError(f"sink format {self.format!r} is not supported; use one of {', '.join(SINK_FORMATS)}")
+
+    @property
+    def is_absolute(self) -> bool:
+        """An absolute path or a URI (``scheme://...``), used as given."""
+        return "://" in self.path or self.path.startswith("/")
 
 
 SINK_FORMATS = ("parquet",)
@@ -279,13 +288,31 @@ def _key_columns(keys: Any, where: str) -> tuple[str, ...]:
     return columns
 
 
+MAX_PARALLELISM = 32768  # Flink's upper bound for a vertex's (max) parallelism, for the same reason:
+# the plan holds per-subtask state, so a typo (1000000000) must fail at once, not exhaust memory
+
+
 def _check_vertex(vertex: Vertex) -> None:
     if not isinstance(vertex.name, str) or not vertex.name or "#" in vertex.name:
         raise JobGraphError(f"vertex name {vertex.name!r} is invalid; use a non-empty name without '#'")
-    if isinstance(vertex.parallelism, bool) or not isinstance(vertex.parallelism, int) or vertex.parallelism < 1:
+    if (isinstance(vertex.parallelism, bool) or not isinstance(vertex.parallelism, int)
+            or not 1 <= vertex.parallelism <= MAX_PARALLELISM):
         raise JobGraphError(
-            f"vertex {vertex.name!r} has parallelism {vertex.parallelism!r}; parallelism must be an integer >= 1"
+            f"vertex {vertex.name!r} has parallelism {vertex.parallelism!r}; parallelism must be an integer "
+            f"from 1 to {MAX_PARALLELISM}"
         )
+    if vertex.fn is not None and not callable(vertex.fn) and not _is_reference(vertex.fn):
+        raise JobGraphError(
+            f"vertex {vertex.name!r} has fn={vertex.fn!r}; give a callable fn(spark, inputs, ctx) or a "
+            f"'package.module:function' reference"
+        )
+    if vertex.sink is not None and not isinstance(vertex.sink, Sink):
+        raise JobGraphError(f"vertex {vertex.name!r} has sink={vertex.sink!r}; give the output directory as a string")
+
+
+def _is_reference(value: Any) -> bool:
+    module, _, attribute = value.partition(":") if isinstance(value, str) else ("", "", "")
+    return bool(module.strip()) and bool(attribute.strip()) and " " not in value.strip()
 
 
 def _find_cycle(candidates: set[str], successors: Mapping[str, list[str]]) -> list[str]:

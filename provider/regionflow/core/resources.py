@@ -8,6 +8,7 @@ declares nothing; a request for it fits any slot.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -32,11 +33,11 @@ class ResourceProfile:
                                                 self.extended, self.unknown)))
         for name in _SCALAR_FIELDS:
             value = getattr(self, name)
-            if value < 0:
-                raise ResourceError(f"resource '{name}' is {value}; resources must be >= 0")
+            if not math.isfinite(value) or value < 0:  # NaN compares false with everything
+                raise ResourceError(f"resource '{name}' is {value}; resources must be finite numbers >= 0")
         for name, value in self.extended:
-            if value < 0:
-                raise ResourceError(f"extended resource '{name}' is {value}; resources must be >= 0")
+            if not math.isfinite(value) or value < 0:
+                raise ResourceError(f"extended resource '{name}' is {value}; resources must be finite numbers >= 0")
 
     def __hash__(self) -> int:
         return self._hash

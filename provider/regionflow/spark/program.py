@@ -134,10 +134,12 @@ def _publish_sinks(spark, plan: Plan, task: UnitTask, committed_dir: str, manife
 
 def resolve_sink_path(vertex: Vertex, data_dir: str) -> str:
     """A relative sink path lives under the data dir's ``sinks/``; absolute paths and URIs as given."""
-    path = vertex.sink.path
-    if "://" in path or path.startswith("/"):
-        return path
-    return f"{data_dir.rstrip('/')}/sinks/{path}"
+    sink = vertex.sink
+    if sink is None:
+        raise ValueError(f"vertex {vertex.name!r} has no sink")
+    if sink.is_absolute:
+        return sink.path
+    return f"{data_dir.rstrip('/')}/sinks/{os.path.normpath(sink.path)}"  # Sink checked it stays inside
 
 
 def _waves(plan: Plan, task: UnitTask) -> list[list[int]]:
