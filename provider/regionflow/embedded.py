@@ -286,8 +286,17 @@ class EmbeddedAirflow:
                 "dag_file_processor_timeout": "180",
                 "print_stats_interval": "0",
             },
-            # A busy SQLite database can answer a task's execution API call slowly.
-            "workers": {"execution_api_timeout": "30"},
+            "workers": {
+                # A busy SQLite database can answer a task's execution API call slowly.
+                "execution_api_timeout": "30",
+                # The task supervisor waits up to this long in select() between checks of its task
+                # process. When the process closes its sockets before it has exited (Python's shutdown
+                # after the task is done, slower with pyspark's Connect client loaded), nothing wakes
+                # the select and the task's end reaches the executor up to 5 s (the default) late,
+                # measured here on about half of the region tasks. 1 s caps that wait; the cost is a
+                # heartbeat call per running task per second.
+                "min_heartbeat_interval": "1",
+            },
         }
         if self.regionflow_options:
             sections["regionflow"] = {str(k): str(v) for k, v in self.regionflow_options.items()}

@@ -509,7 +509,7 @@ class RegionExecutor(LocalExecutor):
             return
         host = self.rf_config.cluster.host(host_name)
         task_path = os.path.join(os.path.dirname(request.template_path), f"{task.unit_key}-{attempt_id}.json")
-        backend = configured_backend(self.rf_config, dict(request.spark_conf), list(request.py_files),
+        backend = configured_backend(self.rf_config, dict(request.spark_conf), lambda: list(request.py_files),
                                      forward_output=False)
         recorder = StoreRecorder(self.store, request.dag_id, request.run_id, request.task_id, request.map_index,
                                  bulk_id=request.bulk_id, speculative=True)

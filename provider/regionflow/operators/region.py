@@ -78,8 +78,7 @@ class RegionOperator(BaseOperator):
         prepared.claim_sinks()
         attempt_id = f"try{ti.try_number}-{uuid.uuid4().hex[:6]}"
         task = prepared.unit_task(slots=slots, host=host.name, attempt_id=attempt_id)
-        backend = configured_backend(config, config.spark_conf, prepared.py_files(task)
-                                     if config.backend == "submit" else [])
+        backend = configured_backend(config, config.spark_conf, lambda: prepared.py_files(task))
         recorder = StoreRecorder(store, dag.dag_id, run_id, ti.task_id, ti.map_index, bulk_id=bulk_id)
         self._attempt = Attempt(task, prepared.task_path(attempt_id), host, slots, backend, prepared.partitions,
                                 recorder=recorder, on_line=self.log.info, watch_interval=self.watch_interval)

@@ -78,12 +78,14 @@ def configured_servers(config: "RegionflowConfig") -> SessionServers:
     return SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
 
 
-def configured_backend(config: "RegionflowConfig", job_conf: Mapping[str, str], py_files: Sequence[str], *,
-                       forward_output: bool = True) -> Backend:
-    """The backend ``[regionflow] backend`` names, for attempts of one job (its conf and modules)."""
+def configured_backend(config: "RegionflowConfig", job_conf: Mapping[str, str],
+                       py_files: Callable[[], Sequence[str]], *, forward_output: bool = True) -> Backend:
+    """The backend ``[regionflow] backend`` names, for attempts of one job (its conf and modules).
+    `py_files` gives the job's modules as files for spark-submit's ``--py-files``; it is called only by
+    the submit backend (a session attempt imports them in its own process)."""
     if config.backend == "session":
         return SessionBackend(configured_servers(config), job_conf)
-    return SubmitBackend(job_conf, py_files, conn_id=config.spark_conn_id, forward_output=forward_output)
+    return SubmitBackend(job_conf, py_files(), conn_id=config.spark_conn_id, forward_output=forward_output)
 
 
 __all__ = ["Backend", "SessionBackend", "SubmitBackend", "configured_backend", "configured_servers"]

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from ..core.errors import RegionflowError
-from ..localfiles import write_json_atomically
+from ..localfiles import write_json_atomically, write_text_atomically
 from ..scheduling.hosts import Cluster, Host
 from .submit import (
     LOOPBACK,
@@ -46,6 +46,21 @@ IDLE_STOP_WAIT_S = 30.0  # how long a start waits for an idle stop's old server 
 # make that child's own SparkSession a Connect client too.
 CONNECT_CLIENT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 _LOG_TAIL = 30
+# Spark Connect has no way to put a session's jobs in a pool of its own (the server sets no
+# ``spark.scheduler.pool`` from a session; SPARK-48040 was never merged), so every attempt's jobs land
+# in the ``default`` pool, which is FIFO unless an allocation file says otherwise. FIFO there lets the
+# first attempt's stage take every core of the host until it runs out of tasks, so a second attempt
+# granted the other slots waits for it. FAIR in the default pool gives the next free core to the stage
+# with the fewest running tasks: an attempt holding more than its share gives cores back task by task.
+FAIR_DEFAULT_POOL = """<?xml version="1.0"?>
+<allocations>
+  <pool name="default">
+    <schedulingMode>FAIR</schedulingMode>
+    <weight>1</weight>
+    <minShare>0</minShare>
+  </pool>
+</allocations>
+"""
 
 
 class SessionServerError(RegionflowError):
@@ -113,6 +128,10 @@ class ConnectServer:
         """The server was stopped for being idle (`stop_idle`): the next attempt starts it again."""
         return os.path.exists(self.idle_mark_path)
 
+    @property
+    def allocation_path(self) -> str:
+        return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.fairscheduler.xml")
+
     def command(self) -> list[str]:
         """The spark-submit command line of this host's server."""
         master = _sized_master(self.host.spark.master, self.host.slots)
@@ -121,8 +140,12 @@ class ConnectServer:
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.ui.enabled": "false",
             "spark.app.name": f"regionflow session {self.host.name}",
-            # regions of several attempts share the server: each session's jobs go to its own FAIR pool
+            # attempts share the server's cores: their stages share them fairly, not first come first served
             "spark.scheduler.mode": "FAIR",
+            "spark.scheduler.allocation.file": self.allocation_path,
+            # a cancelled attempt's Python tasks: their workers are killed 0.1 s after Spark notices the
+            # interruption (Spark waits 2 s by default), so the attempt's cores are free within ~2 s
+            "spark.python.task.killTimeout": "100ms",
         }
         if master.loopback:
             conf.update({"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK})
@@ -160,6 +183,7 @@ class ConnectServer:
                 f"host {self.host.name!r}: port {self.port} on {LOOPBACK} is already in use by another "
                 f"program; free it or give this host another Spark Connect port")
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        write_text_atomically(self.allocation_path, FAIR_DEFAULT_POOL)
         env = classic_spark_env()
         with open(self.log_path, "ab") as log, pinned_cpus(self.host.spark.cpu_affinity):
             try:

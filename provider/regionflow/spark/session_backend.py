@@ -10,8 +10,8 @@ program's region threads share it) and closes it, so the attempt ends as killed.
 
 Per-attempt Spark conf: runtime SQL settings (``spark.sql.*``, e.g. the shuffle partitions sized to
 the grant) are set on the session; settings that size a Spark application (memory, cores) belong to
-the server and are logged as not applied. Not done yet: limiting an attempt's cores to its grant on a
-shared server (FAIR pools per session).
+the server and are logged as not applied. How attempts share the server's cores (FAIR inside Spark's
+default pool; Spark Connect cannot choose a pool per session) is in `connect.FAIR_DEFAULT_POOL`.
 """
 from __future__ import annotations
 
