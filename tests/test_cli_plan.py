@@ -224,3 +224,64 @@ def test_unrecognised_reference(capsys):
 def test_no_command_prints_help(capsys):
     assert main([]) == 2
     assert "plan" in capsys.readouterr().out
+
+
+# ---- bad input found by trying what a new user would (issue 18): one line, exit 2, the culprit named ---------
+
+def _job(vertices, edges=()):
+    return {"name": "j", "vertices": vertices, "edges": list(edges)}
+
+
+TWO = [{"id": "A", "parallelism": 2}, {"id": "B", "parallelism": 2}]
+BAD_SPECS = [
+    (_job([{"id": ["A"], "parallelism": 1}]), "vertex name ['A'] is a list"),
+    (_job([{"id": "A", "parallelism": 10**9}]), "parallelism 1000000000"),
+    (_job([{"id": "A", "parallelism": 32769}]), "from 1 to 32768"),
+    (_job([{"id": "A", "parallelism": 1, "resources": {"cpu": float("nan")}}]), "resource 'cpu' is nan"),
+    (_job([{"id": "A", "parallelism": 1, "resources": {"heap_mib": float("inf")}}]), "resource 'heap_mib' is inf"),
+    (_job([{"id": "A", "parallelism": 1, "sink": "../../etc"}]), "vertex 'A': sink path '../../etc' leaves"),
+    (_job([{"id": "A", "parallelism": 1, "sink": {"path": "/.."}}, ]), None),  # absolute: used as given
+    (_job(TWO, [{"src": "A", "dst": "B", "distribution": "forward", "keys": ["k"]}]),
+     "A -> B is FORWARD but names key columns ['k']"),
+    (_job(TWO, [{"src": ["A"], "dst": "B", "distribution": "forward"}]), "vertex ['A'] is a list"),
+]
+
+
+@pytest.mark.parametrize("spec, message", BAD_SPECS)
+def test_bad_job_specs_exit_2_naming_the_culprit(capsys, tmp_path, spec, message):
+    code, out, err = run(capsys, "plan", write_spec(tmp_path, spec))
+    if message is None:
+        assert code == 0
+        return
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert message in err and "Traceback" not in err
+
+
+def test_unreadable_job_files_exit_2_naming_the_file(capsys, tmp_path):
+    not_utf8 = tmp_path / "latin1.json"
+    not_utf8.write_bytes(b'{"name": "caf\xe9"}')
+    deep = write_spec(tmp_path, "[" * 100000, "deep.json")
+    cases = [(str(not_utf8), "is not UTF-8 text"), (str(tmp_path), "is a directory"),
+             (deep, "nests JSON too deeply")]
+    for path, message in cases:
+        code, out, err = run(capsys, "plan", path)
+        assert code == 2 and message in err and path in err, err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["plan", FLIP119, "--mode="], "--mode is empty"),
+    (["simulate", FLIP119, "--mode", " "], "--mode is empty"),
+    (["simulate", FLIP119, "--hosts="], "--hosts is empty"),
+    (["simulate", FLIP119, "--durations", "A=nan"], "'A' has duration 'nan'"),
+    (["simulate", FLIP119, "--durations", "A=inf"], "'A' has duration 'inf'"),
+])
+def test_empty_or_non_finite_cli_values_are_errors_not_defaults(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and message in err, err
+
+
+def test_status_with_a_mistyped_store_url_creates_nothing(capsys, tmp_path):
+    missing = tmp_path / "typo" / "regionflow.db"
+    code, out, err = run(capsys, "status", "d", "r", "--store-url", f"sqlite:///{missing}")
+    assert code == 2 and "no regionflow store at" in err and str(missing) in err
+    assert not missing.parent.exists()

@@ -76,6 +76,7 @@ def run_status(args: argparse.Namespace) -> int:
     from .store import RegionflowStore
 
     url = args.store_url or os.environ.get("AIRFLOW__REGIONFLOW__STORE_URL") or None
+    _check_sqlite_store_exists(url)
     store = RegionflowStore.from_config(url)
     data = run_status_data(store, args.dag_id, args.run_id)
     if not data["tasks"]:
@@ -83,6 +84,16 @@ def run_status(args: argparse.Namespace) -> int:
                               f"{args.run_id!r}; check the ids (and --store-url)")
     print(json.dumps(data, indent=2) if args.format == "json" else status_text(data))
     return 0
+
+
+def _check_sqlite_store_exists(url: str | None) -> None:
+    """A read-only command must not create a SQLite store where a mistyped URL points."""
+    if not url or not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+        return
+    path = url[len("sqlite:///"):].partition("?")[0]
+    if not os.path.exists(path):
+        raise RegionflowError(f"no regionflow store at {path!r} (from --store-url / [regionflow] store_url {url!r}); "
+                              f"check the path")
 
 
 def status_text(data: dict[str, Any]) -> str:
@@ -160,7 +171,7 @@ def _add_plan(commands) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     reference = f"{args.job}#{args.dag_id}" if args.dag_id else args.job
-    plan = Plan(load_job(reference), ExchangeMode.parse(args.mode) if args.mode else None)
+    plan = Plan(load_job(reference), _mode_arg(args.mode))
     if args.format == "json":
         print(json.dumps(plan.to_dict(inputs=args.inputs), indent=2))
     else:
@@ -186,7 +197,7 @@ def _add_simulate(commands) -> None:
 def run_simulate(args: argparse.Namespace) -> int:
     from .scheduling.simulate import parse_durations, simulate
 
-    mode = ExchangeMode.parse(args.mode)
+    mode = _mode_arg(args.mode) or ExchangeMode.parse(None)
     plans = [Plan(load_job(job), mode) for job in args.jobs]
     cluster = _cluster_from_args(args)
     result = simulate(plans, cluster, durations=parse_durations(args.durations), allocator=args.allocator)
@@ -199,9 +210,22 @@ def _cluster_from_args(args: argparse.Namespace):
 
     if args.slots is not None and args.slots < 1:
         raise SpecError(f"--slots is {args.slots}; give at least 1 slot")
-    if args.hosts:
+    if args.hosts is not None:
+        if not args.hosts.strip():
+            raise SpecError("--hosts is empty; give a host spec like 'a:slots=2;b:slots=2', or leave --hosts out "
+                            "for one local host")
         return Cluster.parse(args.hosts)
     return Cluster.local_default(args.slots)
+
+
+def _mode_arg(text: str | None) -> ExchangeMode | None:
+    """``--mode``: None when not given (the job's or the default mode); an empty value is an error."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise SpecError("--mode is empty; give one of " + ", ".join(m.value for m in ExchangeMode)
+                        + ", or leave --mode out")
+    return ExchangeMode.parse(text)
 
 
 # ---- run ---------------------------------------------------------------------------------------------
@@ -233,7 +257,7 @@ def run_run(args: argparse.Namespace) -> int:
     from .spark.runner import LocalRunner, RunOptions, run_reference
 
     job_reference = os.path.abspath(args.job) if os.path.exists(args.job) else args.job
-    plan = Plan(load_job(job_reference), ExchangeMode.parse(args.mode))
+    plan = Plan(load_job(job_reference), _mode_arg(args.mode) or ExchangeMode.parse(None))
     if args.retries < 0:
         raise SpecError(f"--retries is {args.retries}; give 0 or more")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="regionflow-")

@@ -7,11 +7,12 @@ also come from ``AIRFLOW__REGIONFLOW__<OPTION>`` environment variables, as for a
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .core.errors import SpecError
+from .core.errors import RegionflowError, SpecError
 from .core.modes import ExchangeMode
 from .scheduling.hosts import Cluster
 from .scheduling.speculation import SpeculationConfig, parse_switch
@@ -135,19 +136,20 @@ class RegionflowConfig:
 
         hosts = get("hosts").strip()
         return cls(
-            cluster=Cluster.parse(hosts) if hosts else Cluster.local_default(),
+            cluster=_hosts(hosts) if hosts else Cluster.local_default(),
             data_dir=get("data_dir").strip() or os.path.join(airflow_home, "regionflow-data"),
             store_url=get("store_url").strip() or f"sqlite:///{os.path.join(airflow_home, 'regionflow.db')}",
-            mode=ExchangeMode.parse(get("mode").strip() or None),
+            mode=_mode(get("mode").strip()),
             max_shards=_number("max_shards", get("max_shards"), int, minimum=1),
-            blocklist_expiry=_number("blocklist_expiry", get("blocklist_expiry"), float, minimum=0),
+            blocklist_expiry=_number("blocklist_expiry", get("blocklist_expiry"), float, minimum=0, above=True),
             resource_wait_timeout=_number("resource_wait_timeout", get("resource_wait_timeout"), float, minimum=0),
             spark_conf=_spark_conf(get("spark_conf")),
             spark_conn_id=get("spark_conn_id").strip() or None,
             speculation=parse_switch(get("speculation"), f"[{SECTION}] speculation"),
             speculation_config=_speculation_config(get),
             backend=_choice("backend", get("backend"), BACKENDS),
-            session_base_port=_number("session_base_port", get("session_base_port"), int, minimum=1),
+            session_base_port=_number("session_base_port", get("session_base_port"), int, minimum=1024,
+                                      maximum=65535),
             session_state_dir=get("session_state_dir").strip() or os.path.join(airflow_home, "regionflow-sessions"),
             session_idle_timeout=_number("session_idle_timeout", get("session_idle_timeout"), float, minimum=0),
         )
@@ -157,14 +159,34 @@ class RegionflowConfig:
         return max(host.slots for host in self.cluster)
 
 
-def _number(name: str, text: str, kind: type, minimum: float) -> Any:
+def _number(name: str, text: str, kind: type, minimum: float, *, above: bool = False,
+            maximum: float | None = None) -> Any:
+    """`text` as a finite `kind` of at least `minimum` (greater than it with `above`), at most `maximum`."""
     try:
         value = kind(text)
     except (TypeError, ValueError):
         raise SpecError(f"[{SECTION}] {name} = {text!r} is not a {kind.__name__}") from None
-    if value < minimum:
-        raise SpecError(f"[{SECTION}] {name} = {value} must be at least {minimum}")
+    if not math.isfinite(value):
+        raise SpecError(f"[{SECTION}] {name} = {text!r} must be a finite number")
+    if value < minimum or (above and value == minimum):
+        raise SpecError(f"[{SECTION}] {name} = {value} must be {'greater than' if above else 'at least'} {minimum}")
+    if maximum is not None and value > maximum:
+        raise SpecError(f"[{SECTION}] {name} = {value} must be at most {maximum}")
     return value
+
+
+def _hosts(text: str) -> Cluster:
+    try:
+        return Cluster.parse(text)
+    except RegionflowError as error:
+        raise SpecError(f"[{SECTION}] hosts = {text!r}: {error}") from None
+
+
+def _mode(text: str) -> ExchangeMode:
+    try:
+        return ExchangeMode.parse(text or None)
+    except RegionflowError as error:
+        raise SpecError(f"[{SECTION}] mode: {error}") from None
 
 
 def _choice(name: str, text: str, choices: tuple[str, ...]) -> str:
@@ -199,4 +221,8 @@ def _spark_conf(text: str) -> dict[str, str]:
         raise SpecError(f"[{SECTION}] spark_conf is not valid JSON: {error}") from None
     if not isinstance(value, dict):
         raise SpecError(f"[{SECTION}] spark_conf must be a JSON object of Spark conf keys, got {text!r}")
-    return {str(k): str(v) for k, v in value.items()}
+    nested = sorted(k for k, v in value.items() if isinstance(v, (dict, list)) or v is None)
+    if nested:
+        raise SpecError(f"[{SECTION}] spark_conf: {', '.join(repr(k) for k in nested)} must be a string, number or "
+                        f"boolean, like every Spark conf value (got {value[nested[0]]!r})")
+    return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}

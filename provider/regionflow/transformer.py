@@ -62,7 +62,10 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     plan_mode = ExchangeMode.parse(mode) if mode is not None else config.mode
     graph = job_graph_of(dag.dag_id, vertices, plan_mode)
     plan = Plan(graph)
-    shards_limit = max_shards or config.max_shards
+    shards_limit = config.max_shards if max_shards is None else max_shards
+    if isinstance(shards_limit, bool) or not isinstance(shards_limit, int) or shards_limit < 1:
+        raise JobGraphError(f"transform(dag {dag.dag_id!r}, max_shards={max_shards!r}): max_shards must be an "
+                            f"integer >= 1 (or None for [regionflow] max_shards, {config.max_shards})")
     layout = UnitLayout(plan, shards_limit)
     outside_links = _links_to_outside(dag, vertices)
     _remove_vertices(dag, vertices)

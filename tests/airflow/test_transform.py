@@ -98,6 +98,48 @@ def test_invalid_graph_fails_at_parse_time_naming_the_edge(config):
         regionflow.transform(dag, config=config)
 
 
+@pytest.mark.parametrize("max_shards", [0, -1, 2.5, True, "4"])
+def test_a_bad_max_shards_is_refused_not_replaced_by_the_default(config, max_shards):
+    with new_dag() as dag:
+        SparkVertexOperator(task_id="a", parallelism=2, fn=job.generate_orders)
+    with pytest.raises(JobGraphError) as info:
+        regionflow.transform(dag, config=config, max_shards=max_shards)
+    assert f"max_shards={max_shards!r}" in str(info.value) and ">= 1" in str(info.value)
+
+
+def test_an_exchange_between_a_vertex_and_another_task_names_both(config):
+    with new_dag():
+        a = SparkVertexOperator(task_id="a", parallelism=2, fn=job.generate_orders)
+        with pytest.raises(JobGraphError, match="'a' >> hash.*'e'.*plain >>"):
+            a >> hash_by("k") >> EmptyOperator(task_id="e")
+        with pytest.raises(JobGraphError, match="'f' >> forward.*plain >>"):
+            EmptyOperator(task_id="f") >> forward() >> a
+
+
+@pytest.mark.parametrize("arguments, named", [
+    ({"resources": "cpu=1"}, "resources='cpu=1' is not a mapping"),
+    ({"resources": {"cpu": float("nan")}}, "resource 'cpu' is nan"),
+    ({"resources": {"cpu": "1"}}, "resource 'cpu' must be a number"),
+])
+def test_bad_operator_resources_fail_at_parse_naming_the_vertex(arguments, named):
+    with new_dag():
+        with pytest.raises(RegionflowError) as info:
+            SparkVertexOperator(task_id="v", parallelism=1, fn=job.generate_orders, **arguments)
+    assert "vertex 'v'" in str(info.value) and named in str(info.value)
+
+
+@pytest.mark.parametrize("arguments, named", [
+    ({"fn": 42}, "fn=42"), ({"fn": "clean orders"}, "fn='clean orders'"), ({"sink": 123}, "sink=123"),
+    ({"parallelism": 10**9}, "parallelism 1000000000"), ({"sink": "../../etc"}, "vertex 'v': sink path '../../etc' leaves"),
+])
+def test_bad_operator_arguments_fail_at_transform_naming_the_vertex(config, arguments, named):
+    with pytest.raises(RegionflowError) as info:
+        with new_dag() as dag:
+            SparkVertexOperator(task_id="v", **{"parallelism": 1, "fn": job.generate_orders, **arguments})
+        regionflow.transform(dag, config=config)
+    assert named in str(info.value)
+
+
 def test_dag_without_vertices_is_refused(config):
     with new_dag("empty") as dag:
         EmptyOperator(task_id="x")
@@ -154,6 +196,28 @@ def test_config_errors_name_the_option():
         RegionflowConfig.from_values(lambda name: {"backend": "yarn"}.get(name, ""), airflow_home="/x")
     with pytest.raises(RegionflowError, match=r"\[regionflow\] session_idle_timeout = -1.0 must be at least 0"):
         RegionflowConfig.from_values(lambda name: {"session_idle_timeout": "-1"}.get(name, ""), airflow_home="/x")
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("blocklist_expiry", "0", r"\[regionflow\] blocklist_expiry = 0.0 must be greater than 0"),
+    ("blocklist_expiry", "nan", r"\[regionflow\] blocklist_expiry = 'nan' must be a finite number"),
+    ("resource_wait_timeout", "inf", r"\[regionflow\] resource_wait_timeout = 'inf' must be a finite number"),
+    ("session_base_port", "70000", r"\[regionflow\] session_base_port = 70000 must be at most 65535"),
+    ("session_base_port", "80", r"\[regionflow\] session_base_port = 80 must be at least 1024"),
+    ("hosts", "a:slots=x", r"\[regionflow\] hosts = 'a:slots=x': "),
+    ("mode", "fast", r"\[regionflow\] mode: .*'fast'"),
+    ("spark_conf", '{"spark.a": {"b": 1}}', r"\[regionflow\] spark_conf: 'spark.a' must be a string"),
+])
+def test_bad_options_are_refused_at_config_load_naming_the_option(option, value, message):
+    with pytest.raises(RegionflowError, match=message):
+        RegionflowConfig.from_values(lambda name: {option: value}.get(name, ""), airflow_home="/x")
+
+
+def test_spark_conf_booleans_are_spelled_as_spark_spells_them():
+    config = RegionflowConfig.from_values(
+        lambda name: {"spark_conf": '{"spark.sql.adaptive.enabled": false, "spark.x": 2}'}.get(name, ""),
+        airflow_home="/x")
+    assert config.spark_conf == {"spark.sql.adaptive.enabled": "false", "spark.x": "2"}
 
 
 def test_region_tasks_can_name_their_executor_alias(config):

@@ -16,7 +16,7 @@ def chain(mode="all-blocking", a=2, b=2, distribution="forward"):
     graph = JobGraph("chain")
     graph.add_vertex("A", a)
     graph.add_vertex("B", b)
-    graph.connect("A", "B", distribution, keys=["k"])
+    graph.connect("A", "B", distribution, keys=["k"] if distribution == "hash" else [])
     return Plan(graph, mode)
 
 

@@ -93,6 +93,14 @@ class Sink:
 SINK_FORMATS = ("parquet",)
 
 
+def sink_of(vertex: str, path: str, format: str = "parquet") -> Sink:
+    """The sink of `vertex`; a bad one raises naming the vertex."""
+    try:
+        return Sink(path, format)
+    except JobGraphError as error:
+        raise JobGraphError(f"vertex {vertex!r}: {error}") from None
+
+
 @dataclass(frozen=True)
 class Vertex:
     """One step of the job; it runs as `parallelism` subtasks ``name#0 .. name#(p-1)``.
@@ -164,8 +172,10 @@ class JobGraph:
         sink: "Sink | str | None" = None,
         reads: Iterable[str] = (),
     ) -> Vertex:
+        if not isinstance(name, str):
+            raise JobGraphError(f"vertex name {name!r} is a {type(name).__name__}; give a non-empty string")
         if isinstance(sink, str):
-            sink = Sink(sink)
+            sink = sink_of(name, sink)
         reads = (reads,) if isinstance(reads, str) else tuple(reads)
         vertex = Vertex(name, parallelism, resources, slot_sharing_group, fn, sink, reads)
         if name in self.vertices:
@@ -183,6 +193,9 @@ class JobGraph:
         keys: Iterable[str] = (),
     ) -> Edge:
         where = f"edge {src} -> {dst}: "
+        for end in (src, dst):
+            if not isinstance(end, str):
+                raise JobGraphError(f"{where}vertex {end!r} is a {type(end).__name__}; name vertices by strings")
         edge = Edge(src, dst, Distribution.parse(distribution, where), Exchange.parse(exchange, where),
                     _key_columns(keys, where))
         self.edges.append(edge)
@@ -220,6 +233,11 @@ class JobGraph:
         if edge.distribution is Distribution.HASH and not edge.keys:
             raise JobGraphError(
                 f"edge {edge.src} -> {edge.dst} is HASH but names no key columns; give keys, e.g. keys=['customer_id']"
+            )
+        if edge.keys and edge.distribution is not Distribution.HASH:
+            raise JobGraphError(
+                f"edge {edge.src} -> {edge.dst} is {edge.distribution.name} but names key columns "
+                f"{list(edge.keys)!r}, which only a HASH edge uses; remove the keys or make the edge HASH"
             )
 
     def topological_order(self) -> list[str]:
@@ -396,9 +414,9 @@ def _sink_from_spec(sink: Any, where: str, vertex: str) -> "Sink | None":
     if sink is None:
         return None
     if isinstance(sink, str):
-        return Sink(sink)
+        return sink_of(vertex, sink)
     if isinstance(sink, Mapping) and "path" in sink and set(sink) <= {"path", "format"}:
-        return Sink(sink["path"], sink.get("format", "parquet"))
+        return sink_of(vertex, sink["path"], sink.get("format", "parquet"))
     raise SpecError(f"{where} ({vertex!r}): 'sink' must be a path or {{\"path\", \"format\"}}, got {sink!r}")
 
 
@@ -486,8 +504,18 @@ def _load_spec_file(path: str) -> JobGraph:
             spec = json.load(handle)
     except FileNotFoundError:
         raise SpecError(f"job spec file {path!r} does not exist") from None
+    except IsADirectoryError:
+        raise SpecError(f"job spec {path!r} is a directory; give the JSON file inside it") from None
+    except PermissionError:
+        raise SpecError(f"job spec file {path!r} cannot be read (permission denied)") from None
+    except UnicodeDecodeError as error:
+        raise SpecError(f"job spec file {path!r} is not UTF-8 text ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:
         raise SpecError(f"job spec file {path!r} is not valid JSON: {error}") from None
+    except RecursionError:
+        raise SpecError(f"job spec file {path!r} nests JSON too deeply to be a job spec") from None
+    except OSError as error:
+        raise SpecError(f"job spec file {path!r} cannot be read: {error.strerror or error}") from None
     default_name = os.path.splitext(os.path.basename(path))[0]
     return JobGraph.from_spec(spec, name=default_name)
 

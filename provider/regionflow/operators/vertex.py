@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from airflow.sdk import BaseOperator
 
-from ..core.graph import Distribution, Exchange, Sink
+from ..core.graph import Distribution, Exchange, Sink, sink_of
+from ..core.errors import JobGraphError, ResourceError
 from ..core.resources import UNKNOWN, ResourceProfile
 from ..scheduling.speculation import parse_switch
 
@@ -31,7 +32,20 @@ class ExchangeSpec:
     exchange: Exchange | None = None
 
     def __rrshift__(self, producers: "SparkVertexOperator | Sequence[SparkVertexOperator]") -> "_PendingEdge":
-        return _PendingEdge(_as_list(producers), self)
+        listed = _as_list(producers)
+        for producer in listed:
+            if not isinstance(producer, SparkVertexOperator):
+                raise JobGraphError(
+                    f"{_name(producer)} >> {self.distribution.name.lower()}(...): an exchange connects "
+                    f"SparkVertexOperators only; link other tasks with a plain >>")
+        return _PendingEdge(listed, self)
+
+    def update_relative(self, other: Any, upstream: bool = True, edge_modifier: Any = None) -> None:
+        """Airflow's ``task >> spec`` lands here when `task` is not a SparkVertexOperator (its own
+        ``>>`` runs first): say what is wrong instead of Airflow's AttributeError."""
+        raise JobGraphError(
+            f"{_name(other)} >> {self.distribution.name.lower()}(...): an exchange connects SparkVertexOperators "
+            f"only; link other tasks with a plain >>")
 
 
 def forward(exchange: str | None = None) -> ExchangeSpec:
@@ -68,7 +82,13 @@ class _PendingEdge:
         self.spec = spec
 
     def __rshift__(self, consumers: "SparkVertexOperator | Sequence[SparkVertexOperator]"):
-        for consumer in _as_list(consumers):
+        consumers_list = _as_list(consumers)
+        for consumer in consumers_list:
+            if not isinstance(consumer, SparkVertexOperator):
+                raise JobGraphError(
+                    f"{_names(self.producers)} >> {self.spec.distribution.name.lower()}(...) >> {_name(consumer)}: "
+                    f"an exchange connects SparkVertexOperators only; link other tasks with a plain >>")
+        for consumer in consumers_list:
             for producer in self.producers:
                 consumer.regionflow_inputs.append(DeclaredEdge(producer.task_id, self.spec))
                 producer.set_downstream(consumer)
@@ -92,9 +112,9 @@ class SparkVertexOperator(BaseOperator):
         self.speculation = None if speculation is None else parse_switch(speculation, f"of vertex {self.task_id!r}")
         self.parallelism = parallelism
         self.fn = fn
-        self.vertex_resources = _profile(resources)  # BaseOperator owns `resources` (its own format)
+        self.vertex_resources = _profile(resources, self.task_id)  # BaseOperator owns `resources` (its own format)
         self.slot_sharing_group = slot_sharing_group
-        self.sink = Sink(sink) if isinstance(sink, str) else sink
+        self.sink = sink_of(self.task_id, sink) if isinstance(sink, str) else sink
         self.reads = (reads,) if isinstance(reads, str) else tuple(reads)
         self.regionflow_inputs: list[DeclaredEdge] = []
 
@@ -124,12 +144,26 @@ def spark_vertex(parallelism: int, **options: Any) -> Callable[[Callable[..., An
     return decorate
 
 
-def _profile(resources: ResourceProfile | dict | None) -> ResourceProfile:
+def _profile(resources: ResourceProfile | dict | None, task_id: str) -> ResourceProfile:
     if resources is None:
         return UNKNOWN
     if isinstance(resources, ResourceProfile):
         return resources
-    return ResourceProfile.from_dict(resources)
+    if not isinstance(resources, dict):
+        raise ResourceError(f"vertex {task_id!r}: resources={resources!r} is not a mapping; give e.g. "
+                            f"resources={{'cpu': 1, 'heap_mib': 1024}}")
+    try:
+        return ResourceProfile.from_dict(resources)
+    except ResourceError as error:
+        raise ResourceError(f"vertex {task_id!r}: {error}") from None
+
+
+def _name(task: Any) -> str:
+    return repr(getattr(task, "task_id", task))
+
+
+def _names(tasks: Sequence[Any]) -> str:
+    return ", ".join(_name(task) for task in tasks)
 
 
 def _as_list(value: Any) -> list:

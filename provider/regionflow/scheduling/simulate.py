@@ -14,6 +14,8 @@ its subtasks run together. Two allocators:
 """
 from __future__ import annotations
 
+import math
+
 import heapq
 import itertools
 import statistics
@@ -44,8 +46,9 @@ def parse_durations(spec: str | None) -> dict[str, float]:
             seconds = float(value)
         except ValueError:
             raise SpecError(f"--durations: {name.strip()!r} has duration {value!r}, which is not a number") from None
-        if seconds < 0:
-            raise SpecError(f"--durations: {name.strip()!r} has negative duration {seconds}; use a value >= 0")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise SpecError(f"--durations: {name.strip()!r} has duration {value.strip()!r}; use a finite number of "
+                            f"seconds >= 0")
         durations[name.strip()] = seconds
     return durations
 
