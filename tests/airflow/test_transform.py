@@ -130,7 +130,8 @@ def test_bad_operator_resources_fail_at_parse_naming_the_vertex(arguments, named
 
 @pytest.mark.parametrize("arguments, named", [
     ({"fn": 42}, "fn=42"), ({"fn": "clean orders"}, "fn='clean orders'"), ({"sink": 123}, "sink=123"),
-    ({"parallelism": 10**9}, "parallelism 1000000000"), ({"sink": "../../etc"}, "vertex 'v': sink path '../../etc' leaves"),
+    ({"parallelism": 10**9}, "parallelism 1000000000"),
+    ({"sink": "../../etc"}, "vertex 'v': sink path '../../etc' leaves"),
 ])
 def test_bad_operator_arguments_fail_at_transform_naming_the_vertex(config, arguments, named):
     with pytest.raises(RegionflowError) as info:
