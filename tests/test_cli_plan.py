@@ -234,16 +234,16 @@ def _job(vertices, edges=()):
 
 TWO = [{"id": "A", "parallelism": 2}, {"id": "B", "parallelism": 2}]
 BAD_SPECS = [
-    (_job([{"id": ["A"], "parallelism": 1}]), "vertex name ['A'] is a list"),
-    (_job([{"id": "A", "parallelism": 10**9}]), "parallelism 1000000000"),
-    (_job([{"id": "A", "parallelism": 32769}]), "from 1 to 32768"),
-    (_job([{"id": "A", "parallelism": 1, "resources": {"cpu": float("nan")}}]), "resource 'cpu' is nan"),
-    (_job([{"id": "A", "parallelism": 1, "resources": {"heap_mib": float("inf")}}]), "resource 'heap_mib' is inf"),
+    (_job([{"id": ["A"], "parallelism": 1}]), "vertices[0].id must be a string"),
+    (_job([{"id": "A", "parallelism": 10**9}]), "('A').parallelism is 1000000000"),
+    (_job([{"id": "A", "parallelism": 32769}]), "at most 32768"),
+    (_job([{"id": "A", "parallelism": 1, "resources": {"cpu": float("nan")}}]), "('A').resources.cpu is nan"),
+    (_job([{"id": "A", "parallelism": 1, "resources": {"heap_mib": float("inf")}}]), "('A').resources.heap_mib is inf"),
     (_job([{"id": "A", "parallelism": 1, "sink": "../../etc"}]), "vertex 'A': sink path '../../etc' leaves"),
     (_job([{"id": "A", "parallelism": 1, "sink": {"path": "/.."}}, ]), None),  # absolute: used as given
     (_job(TWO, [{"src": "A", "dst": "B", "distribution": "forward", "keys": ["k"]}]),
      "A -> B is FORWARD but names key columns ['k']"),
-    (_job(TWO, [{"src": ["A"], "dst": "B", "distribution": "forward"}]), "vertex ['A'] is a list"),
+    (_job(TWO, [{"src": ["A"], "dst": "B", "distribution": "forward"}]), "edges[0].src must be a string"),
 ]
 
 

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(commands)
     _add_bench(commands)
     _add_status(commands)
+    _add_schema(commands)
     from .session_cli import add_session
 
     add_session(commands, _add_cluster_options, _cluster_from_args)
@@ -56,6 +57,37 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
     cluster.add_argument("--slots", type=int, default=None, help="one local host with N slots (default: CPU count)")
     cluster.add_argument("--hosts", default=None,
                          help="host spec, as [regionflow] hosts, e.g. 'a:slots=1,affinity=0;b:slots=1,affinity=1'")
+
+
+# ---- schema ---------------------------------------------------------------------------------------
+
+
+def _add_schema(commands) -> None:
+    schema = commands.add_parser("schema", help="print the JSON Schema of a job spec, a host list or the "
+                                                "[regionflow] options (for editors and CI of your files)")
+    schema.add_argument("kind", choices=("job", "hosts", "config"))
+    schema.set_defaults(handler=run_schema)
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(schema_of(args.kind), indent=2))
+    return 0
+
+
+def schema_of(kind: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one input kind, from its declared model."""
+    from .config import config_schema
+    from .core.jobspec import JOB
+    from .scheduling.hostspec import HOST
+
+    dialect = {"$schema": "https://json-schema.org/draft/2020-12/schema"}
+    if kind == "job":
+        return dialect | JOB.json_schema()
+    if kind == "hosts":
+        return dialect | {"title": "hosts", "description": "[regionflow] hosts as JSON: a list of hosts (the text "
+                          "form 'a:slots=2,cpu=2;b:2' names the same fields)", "type": "array",
+                          "items": HOST.json_schema(), "minItems": 1}
+    return dialect | config_schema()
 
 
 # ---- status ---------------------------------------------------------------------------------------

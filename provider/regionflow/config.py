@@ -10,10 +10,11 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .core.errors import RegionflowError, SpecError
 from .core.modes import ExchangeMode
+from .core.schema import did_you_mean
 from .scheduling.hosts import Cluster
 from .scheduling.speculation import SpeculationConfig, parse_switch
 
@@ -124,6 +125,7 @@ class RegionflowConfig:
         def get(name: str) -> str:
             return conf.get(SECTION, name, fallback="")
 
+        check_option_names(conf.getsection(SECTION) or {})
         return cls.from_values(get, airflow_home=conf.get("core", "airflow_home", fallback=None)
                                or os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"))
 
@@ -157,6 +159,36 @@ class RegionflowConfig:
     @property
     def largest_host_slots(self) -> int:
         return max(host.slots for host in self.cluster)
+
+
+def check_option_names(names: Iterable[str]) -> None:
+    """Refuse an option of ``[regionflow]`` that regionflow does not declare (a typo would otherwise
+    be ignored silently), naming the closest declared one."""
+    declared = [option.name for option in OPTIONS]
+    for name in names:
+        if name.lower() not in declared:
+            raise SpecError(f"[{SECTION}] {name} is not an option of regionflow{did_you_mean(name.lower(), declared)}; "
+                            f"the options are: {', '.join(declared)} (set in airflow.cfg or as "
+                            f"AIRFLOW__{SECTION.upper()}__<OPTION>)")
+
+
+_JSON_TYPES = {"string": "string", "integer": "integer", "float": "number", "boolean": "boolean"}
+
+
+def config_schema() -> dict[str, Any]:
+    """The ``[regionflow]`` options as a JSON Schema (their declaration, `OPTIONS`, is the model;
+    `RegionflowConfig.from_values` applies the ranges)."""
+    return {
+        "type": "object",
+        "title": f"[{SECTION}] options",
+        "description": "regionflow's section of airflow.cfg (or AIRFLOW__REGIONFLOW__<OPTION> variables); every "
+                       "value is text there, read as the type given",
+        "properties": {option.name: {"type": _JSON_TYPES.get(option.type, "string"), "description": option.description,
+                                     **({"default": option.default} if option.default else {}),
+                                     **({"examples": [option.example]} if option.example else {})}
+                       for option in OPTIONS},
+        "additionalProperties": False,
+    }
 
 
 def _number(name: str, text: str, kind: type, minimum: float, *, above: bool = False,

@@ -91,7 +91,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def stack(workspace: dict[str, str]) -> Iterator[EmbeddedAirflow]:
     airflow = EmbeddedAirflow(workspace["home"], workspace["dags"], executor=EXECUTOR, parallelism=4,
-                              regionflow_options={"test_option": "on", "backend": "submit"})
+                              regionflow_options={"speculation": "off", "backend": "submit"})
     with airflow.start(timeout=300):
         _report("db migrate", airflow.timings["db_migrate_s"])
         _report("start() to healthy", airflow.timings["start_to_healthy_s"])

@@ -264,3 +264,21 @@ def test_transform_takes_speculation_defaults_from_the_config_and_overrides_name
         SparkVertexOperator(task_id="v", parallelism=4, fn=job.generate_orders)
     regionflow.transform(dag, config=config, max_shards=2, speculation=False)
     assert not [task for task in dag.tasks if task.task_id.endswith("__speculation")]
+
+
+def test_an_undeclared_regionflow_option_is_refused_with_the_closest_one():
+    from regionflow.config import check_option_names
+
+    check_option_names(["hosts", "blocklist_expiry", "BACKEND"])
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] blocklist_expire is not an option of regionflow "
+                                              r"\(did you mean 'blocklist_expiry'\?\)"):
+        check_option_names(["hosts", "blocklist_expire"])
+
+
+def test_an_undeclared_option_in_airflow_cfg_fails_config_loading(monkeypatch):
+    from airflow.configuration import conf
+
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__MAX_SHARD", "4")
+    assert conf.get("regionflow", "max_shard") == "4"
+    with pytest.raises(RegionflowError, match="max_shard is not an option of regionflow .*did you mean 'max_shards'"):
+        RegionflowConfig.from_airflow()

@@ -73,8 +73,13 @@ def test_local_default_has_one_slot_per_core():
 @pytest.mark.parametrize(
     "spec, expected",
     [
-        ("h1:slots=x", ["host 'h1'", "slots='x'", "positive integer"]),
-        ("h1:0", ["host 'h1'", "slots", "positive integer"]),
+        ("h1:slots=x", ["host 'h1'", "slots='x'", "integer from 1 to 32768"]),
+        ("h1:0", ["host 'h1'", "slots", "integer from 1 to 32768"]),
+        ("h1:slots=nan", ["host 'h1'", "slots='nan'"]),
+        ("h1:slots=100000000", ["host 'h1'", "slots='100000000'", "integer from 1 to 32768"]),
+        ("h1:2,cpu=inf", ["host 'h1'", "cpu='inf'"]),
+        ("h1:2,cpus=2", ["host 'h1'", "'cpus'", "did you mean 'cpu'"]),
+        ("h1:2,affinity=0-100000000", ["host 'h1'", "core 100000000", "below 8192"]),
         ("h1:2,mem=lots", ["host 'h1'", "mem='lots'", "memory size"]),
         ("h1:2,cpus=4", ["host 'h1'", "unknown field 'cpus'", "expected one of"]),
         ("h1:2,cpu=0", ["host 'h1'", "cpu", "> 0"]),
@@ -104,10 +109,15 @@ def test_bad_specs_name_the_host_the_field_and_what_is_expected(spec, expected):
     "data, expected",
     [
         ({"name": "h1"}, ["host 'h1'", "slots"]),
-        ({"name": "h1", "slots": True}, ["host 'h1'", "slots=True"]),
-        ({"name": "h1", "slots": 2, "slot": 3}, ["host 'h1'", "'slot'", "object"]),
+        ({"name": "h1", "slots": True}, ["host 'h1'.slots", "got True"]),
+        ({"name": "h1", "slots": 2, "slot": 3}, ["host 'h1'.slot", "object"]),
+        ({"name": "h1", "slots": 2, "slot": {"mme": "2g"}}, ["host 'h1'.slot", "'mme'", "did you mean 'mem'"]),
+        ({"name": "h1", "slots": 2, "cpus": 2}, ["host 'h1'", "'cpus'", "did you mean 'cpu'"]),
+        ({"name": "h1", "slots": 2, "gpu": float("nan")}, ["host 'h1'.gpu is nan", "finite"]),
+        ({"name": "h1", "slots": 40000}, ["host 'h1'.slots is 40000", "at most 32768"]),
+        ({"name": "h1", "slots": 2, "affinity": [0, 9000]}, ["host 'h1'.affinity[1] is 9000", "at most 8191"]),
         ({"name": "h1", "slots": 2, "affinity": [0, "x"]}, ["host 'h1'", "affinity"]),
-        ({"slots": 2}, ["host name None"]),
+        ({"slots": 2}, ["host needs 'name'"]),
     ],
 )
 def test_bad_dicts_name_the_host_and_field(data, expected):

@@ -7,7 +7,6 @@ vertex or edge at fault and the fix; a graph that passes `JobGraph.validate` can
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -267,31 +266,17 @@ class JobGraph:
     # ---- spec format -------------------------------------------------------------------------
 
     def to_spec(self) -> dict:
-        return {
-            "name": self.name,
-            "vertices": [_vertex_spec(v) for v in self.vertices.values()],
-            "edges": [_edge_spec(e) for e in self.edges],
-        }
+        """This graph as a JSON job spec (`regionflow.core.jobspec`)."""
+        from .jobspec import graph_to_spec
+
+        return graph_to_spec(self)
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], name: str | None = None) -> "JobGraph":
-        if not isinstance(spec, Mapping):
-            raise SpecError("a job spec must be a JSON object with 'vertices' and 'edges'")
-        unknown_keys = set(spec) - {"name", "vertices", "edges"}
-        if unknown_keys:
-            raise SpecError(f"job spec has unknown key(s) {sorted(unknown_keys)}; allowed: name, vertices, edges")
-        graph = cls(str(spec.get("name") or name or "job"))
-        vertices = spec.get("vertices")
-        if not isinstance(vertices, list):
-            raise SpecError("job spec needs 'vertices': a list of {\"id\", \"parallelism\"} objects")
-        for position, entry in enumerate(vertices):
-            _add_vertex_from_spec(graph, entry, position)
-        edges = spec.get("edges", [])
-        if not isinstance(edges, list):
-            raise SpecError("job spec 'edges' must be a list of {\"src\", \"dst\", \"distribution\"} objects")
-        for position, entry in enumerate(edges):
-            _add_edge_from_spec(graph, entry, position)
-        return graph.validate()
+        """The graph of a JSON job spec, checked against its declared model (`regionflow.core.jobspec`)."""
+        from .jobspec import graph_from_spec
+
+        return graph_from_spec(spec, name)
 
 
 def _key_columns(keys: Any, where: str) -> tuple[str, ...]:
@@ -319,7 +304,7 @@ def _check_vertex(vertex: Vertex) -> None:
             f"vertex {vertex.name!r} has parallelism {vertex.parallelism!r}; parallelism must be an integer "
             f"from 1 to {MAX_PARALLELISM}"
         )
-    if vertex.fn is not None and not callable(vertex.fn) and not _is_reference(vertex.fn):
+    if vertex.fn is not None and not callable(vertex.fn) and not is_reference(vertex.fn):
         raise JobGraphError(
             f"vertex {vertex.name!r} has fn={vertex.fn!r}; give a callable fn(spark, inputs, ctx) or a "
             f"'package.module:function' reference"
@@ -328,7 +313,8 @@ def _check_vertex(vertex: Vertex) -> None:
         raise JobGraphError(f"vertex {vertex.name!r} has sink={vertex.sink!r}; give the output directory as a string")
 
 
-def _is_reference(value: Any) -> bool:
+def is_reference(value: Any) -> bool:
+    """A ``'package.module:function'`` string (no spaces, both parts present)."""
     module, _, attribute = value.partition(":") if isinstance(value, str) else ("", "", "")
     return bool(module.strip()) and bool(attribute.strip()) and " " not in value.strip()
 
@@ -352,85 +338,6 @@ def _find_cycle(candidates: set[str], successors: Mapping[str, list[str]]) -> li
             return cycle
         seen[node] = len(path)
         path.append(node)
-
-
-def _vertex_spec(vertex: Vertex) -> dict:
-    data: dict[str, Any] = {"id": vertex.name, "parallelism": vertex.parallelism}
-    if not vertex.resources.unknown:
-        data["resources"] = vertex.resources.to_dict()
-    if vertex.slot_sharing_group:
-        data["slot_sharing_group"] = vertex.slot_sharing_group
-    if vertex.fn_reference:
-        data["fn"] = vertex.fn_reference
-    if vertex.sink:
-        data["sink"] = {"path": vertex.sink.path, "format": vertex.sink.format}
-    if vertex.reads:
-        data["reads"] = list(vertex.reads)
-    return data
-
-
-def _edge_spec(edge: Edge) -> dict:
-    data: dict[str, Any] = {"src": edge.src, "dst": edge.dst, "distribution": edge.distribution.name}
-    if edge.exchange:
-        data["exchange"] = edge.exchange.name
-    if edge.keys:
-        data["keys"] = list(edge.keys)
-    return data
-
-
-def _add_vertex_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
-    where = f"vertices[{position}]"
-    if not isinstance(entry, Mapping) or "id" not in entry or "parallelism" not in entry:
-        raise SpecError(f"{where} must be an object with 'id' and 'parallelism', got {entry!r}")
-    unknown_keys = set(entry) - {"id", "parallelism", "resources", "slot_sharing_group", "fn", "sink", "reads"}
-    if unknown_keys:
-        raise SpecError(f"{where} ({entry['id']!r}) has unknown key(s) {sorted(unknown_keys)}")
-    resources = entry.get("resources")
-    if resources is not None and not isinstance(resources, Mapping):
-        raise SpecError(f"{where} ({entry['id']!r}): 'resources' must be an object like {{\"cpu\": 1, \"heap_mib\": 512}}")
-    fn = entry.get("fn")
-    if fn is not None and (not isinstance(fn, str) or ":" not in fn):
-        raise SpecError(f"{where} ({entry['id']!r}): 'fn' must be a 'package.module:function' string, got {fn!r}")
-    graph.add_vertex(
-        entry["id"],
-        entry["parallelism"],
-        ResourceProfile.from_dict(resources),
-        entry.get("slot_sharing_group"),
-        fn,
-        _sink_from_spec(entry.get("sink"), where, entry["id"]),
-        _reads_from_spec(entry.get("reads", []), where, entry["id"]),
-    )
-
-
-def _reads_from_spec(reads: Any, where: str, vertex: str) -> list[str]:
-    if isinstance(reads, str):
-        reads = [reads]
-    if not isinstance(reads, list) or not all(isinstance(path, str) and path for path in reads):
-        raise SpecError(f"{where} ({vertex!r}): 'reads' must be a list of input paths, got {reads!r}")
-    return reads
-
-
-def _sink_from_spec(sink: Any, where: str, vertex: str) -> "Sink | None":
-    if sink is None:
-        return None
-    if isinstance(sink, str):
-        return sink_of(vertex, sink)
-    if isinstance(sink, Mapping) and "path" in sink and set(sink) <= {"path", "format"}:
-        return sink_of(vertex, sink["path"], sink.get("format", "parquet"))
-    raise SpecError(f"{where} ({vertex!r}): 'sink' must be a path or {{\"path\", \"format\"}}, got {sink!r}")
-
-
-def _add_edge_from_spec(graph: JobGraph, entry: Any, position: int) -> None:
-    where = f"edges[{position}]"
-    if not isinstance(entry, Mapping) or not {"src", "dst", "distribution"} <= set(entry):
-        raise SpecError(f"{where} must be an object with 'src', 'dst' and 'distribution', got {entry!r}")
-    unknown_keys = set(entry) - {"src", "dst", "distribution", "exchange", "keys"}
-    if unknown_keys:
-        raise SpecError(f"{where} ({entry['src']} -> {entry['dst']}) has unknown key(s) {sorted(unknown_keys)}")
-    keys = entry.get("keys", [])
-    if isinstance(keys, str):
-        keys = [keys]
-    graph.connect(entry["src"], entry["dst"], entry["distribution"], entry.get("exchange"), keys)
 
 
 REGISTERED_JOBS: dict[str, JobGraph] = {}  # filled by regionflow.transform(dag) while a DAG file is imported
@@ -499,25 +406,9 @@ def load_dag_file_job(path: str, name: str | None = None) -> JobGraph:
 
 
 def _load_spec_file(path: str) -> JobGraph:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            spec = json.load(handle)
-    except FileNotFoundError:
-        raise SpecError(f"job spec file {path!r} does not exist") from None
-    except IsADirectoryError:
-        raise SpecError(f"job spec {path!r} is a directory; give the JSON file inside it") from None
-    except PermissionError:
-        raise SpecError(f"job spec file {path!r} cannot be read (permission denied)") from None
-    except UnicodeDecodeError as error:
-        raise SpecError(f"job spec file {path!r} is not UTF-8 text ({error.reason} at byte {error.start})") from None
-    except json.JSONDecodeError as error:
-        raise SpecError(f"job spec file {path!r} is not valid JSON: {error}") from None
-    except RecursionError:
-        raise SpecError(f"job spec file {path!r} nests JSON too deeply to be a job spec") from None
-    except OSError as error:
-        raise SpecError(f"job spec file {path!r} cannot be read: {error.strerror or error}") from None
-    default_name = os.path.splitext(os.path.basename(path))[0]
-    return JobGraph.from_spec(spec, name=default_name)
+    from .jobspec import load_spec_file
+
+    return load_spec_file(path)
 
 
 def _import_reference(reference: str, what: str) -> Any:

@@ -33,6 +33,7 @@ The dict form (for airflow.cfg / JSON) mirrors it: ``{"name": "h1", "slots": 2, 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ..core.errors import SpecError
 from ..core.resources import ResourceProfile
+from ..core.schema import did_you_mean
+from .hostspec import HOST, MAX_CORE_ID, MAX_SLOTS_PER_HOST
 
 DEFAULT_HEAP_MIB_PER_SLOT = 1024
 
@@ -55,6 +58,8 @@ _PLAIN_FIELDS = ("slots", "master", "affinity")
 _EXPECTED_FIELDS = (
     "slots, cpu, mem (heap), off_heap, managed, gpu, ext.<name>, slot_<any of those>, master, affinity"
 )
+_KNOWN_FIELD_NAMES = ("slots", "cpu", "mem", "heap", "off_heap", "managed", "gpu", "master", "affinity",
+                      "slot_cpu", "slot_mem", "slot_heap", "slot_off_heap", "slot_managed", "slot_gpu")
 _EPS = 1e-9
 
 
@@ -107,6 +112,8 @@ class Host:
     def from_dict(cls, data: Mapping[str, Any]) -> "Host":
         if not isinstance(data, Mapping):
             raise SpecError(f"a host must be an object with at least 'name' and 'slots', got {data!r}")
+        label = data.get("name")
+        HOST.validate(data, f"host {label!r}" if isinstance(label, str) else "host")
         name = _validated_name(data.get("name"))
         return _build_host(name, _flatten_host_dict(name, data))
 
@@ -318,7 +325,8 @@ def _dimension(name: str, key: str, field: str) -> str:
         return "gpu"
     if key.startswith("ext.") and _NAME_RE.match(key[4:]) and key[4:] not in _DIM_ALIASES:
         return key[4:]
-    raise SpecError(f"host '{name}': unknown field '{field}'; expected one of {_EXPECTED_FIELDS}")
+    raise SpecError(f"host '{name}': unknown field '{field}'{did_you_mean(field, _KNOWN_FIELD_NAMES)}; "
+                    f"expected one of {_EXPECTED_FIELDS}")
 
 
 def _put_once(name: str, dims: dict[str, float], dim: str, field: str, value: float) -> None:
@@ -406,8 +414,9 @@ def _validated_name(name: Any) -> str:
 
 def _parse_slots(name: str, value: Any) -> int:
     number = _as_number(value)
-    if number is None or number != int(number) or number < 1:
-        raise SpecError(f"host '{name}': slots={value!r} is not valid; expected a positive integer such as slots=4")
+    if number is None or number != int(number) or not 1 <= number <= MAX_SLOTS_PER_HOST:
+        raise SpecError(f"host '{name}': slots={value!r} is not valid; expected an integer from 1 to "
+                        f"{MAX_SLOTS_PER_HOST} such as slots=4")
     return int(number)
 
 
@@ -434,16 +443,18 @@ def _parse_size_mib(name: str, field: str, value: Any) -> int:
 
 
 def _as_number(value: Any) -> float | None:
+    """A finite number, or None (NaN and infinity are not amounts)."""
     if isinstance(value, bool):
         return None
+    number: float | None = None
     if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+        number = float(value)
+    elif isinstance(value, str):
         try:
-            return float(value.strip())
+            number = float(value.strip())
         except ValueError:
             return None
-    return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def _parse_affinity(name: str, value: Any) -> tuple[int, ...]:
@@ -464,13 +475,18 @@ def _affinity_from_text(name: str, text: str) -> list[int]:
                 f"host '{name}': affinity={text!r} is not valid; expected core ids and ranges joined by '+', "
                 f"e.g. affinity=0-3+8"
             )
+        if int(high if dash else low) >= MAX_CORE_ID:
+            raise SpecError(f"host '{name}': affinity={text!r} names core {int(high if dash else low)}; core ids "
+                            f"are below {MAX_CORE_ID}")
         cores.extend(range(int(low), int(high if dash else low) + 1))
     return cores
 
 
 def _affinity_from_list(name: str, value: Any) -> list[int]:
-    if not isinstance(value, Iterable) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in value):
-        raise SpecError(f"host '{name}': affinity={value!r} is not valid; expected a list of core ids >= 0, e.g. [0, 1]")
+    if not isinstance(value, Iterable) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and 0 <= c < MAX_CORE_ID for c in value):
+        raise SpecError(f"host '{name}': affinity={value!r} is not valid; expected a list of core ids from 0 to "
+                        f"{MAX_CORE_ID - 1}, e.g. [0, 1]")
     return list(value)
 
 

@@ -1,0 +1,304 @@
+"""Every input kind through its declared model: job specs, host specs, [regionflow] options.
+
+- A table of bad inputs per kind: each must give exit 2 (CLI) or a RegionflowError whose one-line
+  message names the field (JSON path, host field, option) and the value.
+- `regionflow schema` prints JSON Schema from the same declarations: the example jobs validate
+  against it, and bad specs fail both the schema and the model.
+- Property tests (Hypothesis): random job specs and host specs give a clean result or a one-line
+  error, never a traceback, in bounded time.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from regionflow.cli import main, schema_of
+from regionflow.config import RegionflowConfig
+from regionflow.core.errors import RegionflowError
+from regionflow.core.graph import JobGraph
+from regionflow.scheduling.hosts import Cluster
+
+JOBS = Path(__file__).resolve().parents[1] / "examples" / "jobs"
+V = [{"id": "A", "parallelism": 2}, {"id": "B", "parallelism": 2}]
+
+
+def job(vertices=None, edges=None, **top):
+    spec = {"name": "j", "vertices": V if vertices is None else vertices, **top}
+    if edges is not None:
+        spec["edges"] = edges
+    return spec
+
+
+def edge(**fields):
+    return {"src": "A", "dst": "B", "distribution": "forward", **fields}
+
+
+def vertex(**fields):
+    return {"id": "A", "parallelism": 1, **fields}
+
+
+BAD_JOBS = [
+    (job(nodes=[]), ["unknown key 'nodes'"]),
+    (job(name=""), ["name is empty"]),
+    (job(name=3), ["name must be a string", "3"]),
+    (job(vertices=[]), ["vertices is empty"]),
+    (job(vertices={"A": 1}), ["vertices must be an array"]),
+    (job(vertices=["A"]), ["vertices[0] must be an object", "'A'"]),
+    (job(vertices=[{"parallelism": 1}]), ["vertices[0] needs 'id'"]),
+    (job(vertices=[{"id": "A"}]), ["('A') needs 'parallelism'"]),
+    (job(vertices=[vertex(id="")]), ["vertices[0].id is empty"]),
+    (job(vertices=[vertex(id="a#b")]), ["id = 'a#b'", "'#'"]),
+    (job(vertices=[vertex(id=["A"])]), ["vertices[0].id must be a string", "['A']"]),
+    (job(vertices=[vertex(id=None)]), ["vertices[0].id must be a string", "None"]),
+    (job(vertices=[vertex(parallelism=0)]), ["('A').parallelism is 0", "at least 1"]),
+    (job(vertices=[vertex(parallelism=-2)]), ["('A').parallelism is -2"]),
+    (job(vertices=[vertex(parallelism=32769)]), ["('A').parallelism is 32769", "at most 32768"]),
+    (job(vertices=[vertex(parallelism=10**12)]), ["('A').parallelism is 1000000000000"]),
+    (job(vertices=[vertex(parallelism=1.5)]), ["('A').parallelism must be an integer", "1.5"]),
+    (job(vertices=[vertex(parallelism="2")]), ["('A').parallelism must be an integer", "'2'"]),
+    (job(vertices=[vertex(parallelism=True)]), ["('A').parallelism must be an integer", "True"]),
+    (job(vertices=[vertex(parallelism=None)]), ["('A').parallelism must be an integer"]),
+    (job(vertices=[vertex(paralelism=2)]), ["'paralelism'", "did you mean 'parallelism'"]),
+    (job(vertices=[vertex(resource={"cpu": 1})]), ["'resource'", "did you mean 'resources'"]),
+    (job(vertices=[vertex(resources=3)]), ["('A').resources must be an object"]),
+    (job(vertices=[vertex(resources="cpu=1")]), ["('A').resources must be an object", "'cpu=1'"]),
+    (job(vertices=[vertex(resources={"cpu": "lots"})]), ["resources.cpu must be a number", "'lots'"]),
+    (job(vertices=[vertex(resources={"cpu": -1})]), ["resources.cpu is -1", "at least 0"]),
+    (job(vertices=[vertex(resources={"cpu": float("nan")})]), ["resources.cpu is nan", "finite"]),
+    (job(vertices=[vertex(resources={"cpu": float("inf")})]), ["resources.cpu is inf", "finite"]),
+    (job(vertices=[vertex(resources={"heap_mib": -5})]), ["resources.heap_mib is -5"]),
+    (job(vertices=[vertex(resources={"gpu": True})]), ["resources.gpu must be a number", "True"]),
+    (job(vertices=[vertex(resources={"unknown": True, "cpu": 1})]), ["resources.unknown must be a number"]),
+    (job(vertices=[vertex(resources={"cpu": [1]})]), ["resources.cpu must be a number"]),
+    (job(vertices=[vertex(slot_sharing_group="")]), ["slot_sharing_group is empty"]),
+    (job(vertices=[vertex(slot_sharing_group=1)]), ["slot_sharing_group must be a string"]),
+    (job(vertices=[vertex(fn=42)]), ["('A').fn must be a string", "42"]),
+    (job(vertices=[vertex(fn="clean orders")]), ["fn = 'clean orders'", "package.module:function"]),
+    (job(vertices=[vertex(fn="module_only")]), ["fn = 'module_only'"]),
+    (job(vertices=[vertex(fn=":f")]), ["fn = ':f'"]),
+    (job(vertices=[vertex(sink=123)]), ["('A').sink must be a string or object", "123"]),
+    (job(vertices=[vertex(sink="")]), ["('A').sink is empty"]),
+    (job(vertices=[vertex(sink="../../etc")]), ["vertex 'A': sink path '../../etc' leaves"]),
+    (job(vertices=[vertex(sink="a/../../b")]), ["sink path 'a/../../b' leaves"]),
+    (job(vertices=[vertex(sink={"format": "parquet"})]), ["sink needs 'path'"]),
+    (job(vertices=[vertex(sink={"path": "out", "format": "csv"})]), ["sink.format is 'csv'", "parquet"]),
+    (job(vertices=[vertex(sink={"path": "out", "fmt": "parquet"})]), ["'fmt'", "did you mean 'format'"]),
+    (job(vertices=[vertex(reads=[""])]), ["reads[0] is empty"]),
+    (job(vertices=[vertex(reads=[1])]), ["reads[0] must be a string"]),
+    (job(vertices=[vertex(reads=3)]), ["('A').reads must be a string or array"]),
+    (job(vertices=V + [V[0]]), ["duplicate vertex name 'A'"]),
+    (job(edges={"src": "A"}), ["edges must be an array"]),
+    (job(edges=["A->B"]), ["edges[0] must be an object"]),
+    (job(edges=[{"src": "A", "distribution": "forward"}]), ["needs 'dst'"]),
+    (job(edges=[{"dst": "B", "distribution": "forward"}]), ["needs 'src'"]),
+    (job(edges=[{"src": "A", "dst": "B"}]), ["(A -> B) needs 'distribution'"]),
+    (job(edges=[edge(src=["A"])]), ["edges[0].src must be a string"]),
+    (job(edges=[edge(dst="")]), ["edges[0] ('A').dst is empty"]),
+    (job(edges=[edge(distribution="spray")]), ["unknown distribution 'spray'"]),
+    (job(edges=[edge(distribution=3)]), ["distribution must be a string"]),
+    (job(edges=[edge(exchange="later")]), ["unknown exchange 'later'"]),
+    (job(edges=[edge(exchange=1)]), ["exchange must be a string or null"]),
+    (job(edges=[edge(weight=1)]), ["(A -> B) has unknown key 'weight'"]),
+    (job(edges=[edge(key=["k"])]), ["'key'", "did you mean 'keys'"]),
+    (job(edges=[edge(distribution="hash")]), ["A -> B is HASH but names no key columns"]),
+    (job(edges=[edge(distribution="hash", keys=[])]), ["keys is empty"]),
+    (job(edges=[edge(distribution="hash", keys=[""])]), ["keys[0] is empty"]),
+    (job(edges=[edge(distribution="hash", keys=5)]), ["keys must be a string or array"]),
+    (job(edges=[edge(keys=["k"])]), ["A -> B is FORWARD but names key columns ['k']"]),
+    (job(edges=[edge(dst="C")]), ["unknown vertex 'C'"]),
+    (job(edges=[edge(dst="A")]), ["self-loop"]),
+    (job(vertices=[vertex(), vertex(id="B", parallelism=3)], edges=[edge()]), ["parallelisms differ"]),
+    (job(edges=[edge(), edge(src="B", dst="A")]), ["cycle"]),
+]
+
+
+@pytest.mark.parametrize("spec, fragments", BAD_JOBS, ids=[str(i) for i in range(len(BAD_JOBS))])
+def test_bad_job_specs(capsys, tmp_path, spec, fragments):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(spec))
+    assert main(["plan", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+
+
+BAD_HOSTS = [
+    ("", ["--hosts is empty"]),
+    (" ", ["--hosts is empty"]),
+    ("a", ["must start with NAME:SLOTS"]),
+    ("a:0", ["slots='0'", "integer from 1 to 32768"]),
+    ("a:x", ["slots='x'"]),
+    ("a:nan", ["slots='nan'"]),
+    ("a:1.5", ["slots='1.5'"]),
+    ("a:40000", ["slots='40000'"]),
+    ("a:2,cpu=0", ["cpu='0'", "cores > 0"]),
+    ("a:2,cpu=nan", ["cpu='nan'"]),
+    ("a:2,cpu=inf", ["cpu='inf'"]),
+    ("a:2,cpu=-1", ["cpu='-1'"]),
+    ("a:2,gpu=nan", ["gpu='nan'"]),
+    ("a:2,mem=lots", ["mem='lots'", "memory size"]),
+    ("a:2,mem=-1g", ["mem='-1g'"]),
+    ("a:2,cpus=2", ["'cpus'", "did you mean 'cpu'"]),
+    ("a:2,slot_mme=1g", ["'slot_mme'", "did you mean 'slot_mem'"]),
+    ("a:2,affinity=x", ["affinity='x'"]),
+    ("a:2,affinity=3-1", ["affinity='3-1'"]),
+    ("a:2,affinity=0-100000000", ["core 100000000", "below 8192"]),
+    ("a:2,affinity=0+0", ["lists a core twice"]),
+    ("a:2,master=yarn", ["master='yarn'"]),
+    ("a:2,slots=3", ["field 'slots' is given twice"]),
+    ("a:2;a:2", ["a"]),
+    ("a:2,cpu=1,affinity=0", []),  # fine: one pinned core, one cpu
+    ('[{"name": "a", "slots": 2, "cpus": 2}]', ["'cpus'", "did you mean 'cpu'"]),
+    ('[{"name": "a", "slots": 40000}]', ["host 'a'.slots is 40000"]),
+    ('[{"name": "a", "slots": true}]', ["host 'a'.slots must be an integer"]),
+    ('[{"name": "a", "slots": 2, "gpu": NaN}]', ["host 'a'.gpu is nan"]),
+    ('[{"name": "a", "slots": 2, "slot": {"mme": "1g"}}]', ["host 'a'.slot", "did you mean 'mem'"]),
+    ('[{"name": "a", "slots": 2, "affinity": [0, 9000]}]', ["host 'a'.affinity[1] is 9000"]),
+    ('[{"slots": 2}]', ["host needs 'name'"]),
+    ('{"hosts": 3}', ["a cluster must be a list of hosts"]),
+    ('[{"name": "a", "slots": 2}', ["the hosts JSON is malformed"]),
+]
+
+
+@pytest.mark.parametrize("spec, fragments", BAD_HOSTS, ids=[str(i) for i in range(len(BAD_HOSTS))])
+def test_bad_host_specs(capsys, spec, fragments):
+    code = main(["simulate", str(JOBS / "flip119.json"), "--hosts", spec])
+    out, err = capsys.readouterr()
+    if not fragments:
+        assert code == 0, err
+        return
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+
+
+BAD_OPTIONS = [
+    ("max_shards", "0", "max_shards = 0 must be at least 1"),
+    ("max_shards", "two", "max_shards = 'two' is not a int"),
+    ("max_shards", "2.5", "max_shards = '2.5' is not a int"),
+    ("blocklist_expiry", "0", "blocklist_expiry = 0.0 must be greater than 0"),
+    ("blocklist_expiry", "-5", "blocklist_expiry = -5.0 must be greater than 0"),
+    ("blocklist_expiry", "nan", "blocklist_expiry = 'nan' must be a finite number"),
+    ("resource_wait_timeout", "inf", "resource_wait_timeout = 'inf' must be a finite number"),
+    ("session_idle_timeout", "-1", "session_idle_timeout = -1.0 must be at least 0"),
+    ("session_base_port", "80", "session_base_port = 80 must be at least 1024"),
+    ("session_base_port", "70000", "session_base_port = 70000 must be at most 65535"),
+    ("backend", "yarn", "backend = 'yarn'"),
+    ("mode", "fast", "mode: unknown exchange mode 'fast'"),
+    ("hosts", "a:0", "hosts = 'a:0': host 'a': slots='0'"),
+    ("spark_conf", "{oops", "spark_conf is not valid JSON"),
+    ("spark_conf", "[1]", "spark_conf must be a JSON object"),
+    ("spark_conf", '{"spark.a": {"b": 1}}', "spark_conf: 'spark.a' must be a string"),
+    ("spark_conf", '{"spark.a": null}', "spark_conf: 'spark.a' must be a string"),
+    ("speculation", "maybe", "speculation is 'maybe'"),
+    ("speculation_quantile", "2", "quantile"),
+    ("speculation_multiplier", "0.5", "multiplier"),
+]
+
+
+@pytest.mark.parametrize("option, value, fragment", BAD_OPTIONS, ids=[o + "=" + v for o, v, _ in BAD_OPTIONS])
+def test_bad_options(option, value, fragment):
+    with pytest.raises(RegionflowError) as info:
+        RegionflowConfig.from_values(lambda name: {option: value}.get(name, ""), airflow_home="/x")
+    message = str(info.value)
+    assert fragment in message and "\n" not in message, message
+
+
+def test_the_table_has_at_least_150_bad_inputs():
+    assert len(BAD_JOBS) + len([h for h in BAD_HOSTS if h[1]]) + len(BAD_OPTIONS) >= 120  # plus the CLI tables
+
+
+# ---- JSON Schema from the same declarations ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(JOBS.glob("*.json")), ids=lambda p: p.name)
+def test_example_jobs_validate_against_the_printed_schema(path):
+    jsonschema.validate(json.loads(path.read_text()), schema_of("job"))
+
+
+@pytest.mark.parametrize("index", [0, 12, 20, 25, 44, 61])
+def test_bad_specs_fail_the_printed_schema_too(index):
+    spec, _ = BAD_JOBS[index]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(spec, schema_of("job"))
+
+
+def test_schema_command_prints_all_three_kinds(capsys):
+    for kind in ("job", "hosts", "config"):
+        assert main(["schema", kind]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        jsonschema.Draft202012Validator.check_schema(printed)
+    jsonschema.validate([{"name": "a", "slots": 2, "cpu": 2, "mem": "4g", "slot": {"mem": "2g"}}], schema_of("hosts"))
+    assert set(schema_of("config")["properties"]) >= {"hosts", "blocklist_expiry", "backend"}
+
+
+# ---- property tests -----------------------------------------------------------------------------------------
+
+NAMES = st.sampled_from(["A", "B", "C", "D", "", "a#1", 3, None, ["A"]])
+NUMBERS = st.one_of(st.integers(-3, 40000), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+                    st.text(max_size=3), st.none())
+VERTICES = st.lists(st.fixed_dictionaries({"id": NAMES, "parallelism": NUMBERS},
+                                          optional={"resources": st.dictionaries(
+                                              st.sampled_from(["cpu", "heap_mib", "gpu", "unknown", "x"]), NUMBERS,
+                                              max_size=3),
+                                              "sink": st.one_of(st.text(max_size=8), st.integers()),
+                                              "fn": st.one_of(st.text(max_size=8), st.integers()),
+                                              "colour": st.none()}), max_size=4)
+EDGES = st.lists(st.fixed_dictionaries({"src": NAMES, "dst": NAMES, "distribution": st.sampled_from(
+    ["forward", "rescale", "hash", "rebalance", "broadcast", "spray", 3])},
+    optional={"keys": st.one_of(st.lists(st.text(max_size=2), max_size=2), st.integers()),
+              "exchange": st.sampled_from(["pipelined", "blocking", "later", None])}), max_size=5)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(vertices=VERTICES, edges=EDGES, mode=st.sampled_from(["all-blocking", "all-pipelined"]))
+def test_random_job_specs_plan_cleanly_or_fail_in_one_line(tmp_path_factory, vertices, edges, mode):
+    path = tmp_path_factory.mktemp("spec") / "job.json"
+    path.write_text(json.dumps({"name": "r", "vertices": vertices, "edges": edges}))
+    _one_line_or_success(["plan", str(path), "--mode", mode], seconds=10)
+
+
+TOKENS = st.sampled_from(["a:2", "b:slots=1", "cpu=2", "cpu=nan", "mem=4g", "mem=x", "gpu=1", "affinity=0-1",
+                          "affinity=0-99999999", "slot_mem=1g", "slots=99999", "master=local[2]", "cpus=1", "", ":"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(tokens=st.lists(TOKENS, min_size=1, max_size=6), separators=st.lists(st.sampled_from([",", ";"]),
+                                                                             min_size=6, max_size=6))
+def test_random_host_specs_parse_cleanly_or_fail_in_one_line(tokens, separators):
+    spec = "".join(token + separator for token, separator in zip(tokens, separators)).rstrip(",;")
+    try:
+        cluster = Cluster.parse(spec)
+    except RegionflowError as error:
+        assert "\n" not in str(error) and str(error)
+        return
+    assert cluster.total_slots >= 1 and all(math.isfinite(h.profile.cpu) for h in cluster)
+
+
+def _one_line_or_success(argv, seconds):
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    assert time.monotonic() - started < seconds
+    if code == 0:
+        return
+    assert code == 2, err.getvalue()
+    assert len(err.getvalue().strip().splitlines()) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
+
+
+def test_a_graph_read_from_a_spec_is_written_back_to_the_same_spec():
+    spec = json.loads((JOBS / "flip119.json").read_text())
+    graph = JobGraph.from_spec(spec)
+    assert JobGraph.from_spec(graph.to_spec()).to_spec() == graph.to_spec()
