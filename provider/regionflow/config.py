@@ -125,17 +125,42 @@ class RegionflowConfig:
         def get(name: str) -> str:
             return conf.get(SECTION, name, fallback="")
 
-        check_option_names(conf.getsection(SECTION) or {})
+        def origin(name: str) -> str:
+            variable = f"AIRFLOW__{SECTION.upper()}__{name.upper()}"
+            if variable in os.environ:
+                return f"set by the environment variable {variable}"
+            from airflow.configuration import AIRFLOW_CONFIG
+
+            return f"set in {AIRFLOW_CONFIG}"
+
+        try:
+            check_option_names(conf.getsection(SECTION) or {})
+        except SpecError as error:
+            raise SpecError(f"{error}; {origin(str(error).split()[1])}") from None
         return cls.from_values(get, airflow_home=conf.get("core", "airflow_home", fallback=None)
-                               or os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"))
+                               or os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"), origin=origin)
 
     @classmethod
-    def from_values(cls, lookup: Callable[[str], str | None], airflow_home: str) -> "RegionflowConfig":
-        """Build from `lookup(option)`; an empty or missing value takes the option's default."""
+    def from_values(cls, lookup: Callable[[str], str | None], airflow_home: str,
+                    origin: Callable[[str], str] | None = None) -> "RegionflowConfig":
+        """Build from `lookup(option)`; an empty or missing value takes the option's default. A bad
+        value raises `SpecError` naming ``[regionflow] <option>`` and, with `origin`, where it was set."""
+        read: list[str] = []
 
         def get(name: str) -> str:
+            read.append(name)
             return (lookup(name) or "").strip() or _DEFAULTS[name]
 
+        try:
+            return cls._from_get(get, airflow_home)
+        except SpecError as error:
+            culprit = read[-1] if read else None
+            if origin is None or culprit is None or culprit not in str(error) or not (lookup(culprit) or "").strip():
+                raise
+            raise SpecError(f"{error} ({origin(culprit)})") from None
+
+    @classmethod
+    def _from_get(cls, get: Callable[[str], str], airflow_home: str) -> "RegionflowConfig":
         hosts = get("hosts").strip()
         return cls(
             cluster=_hosts(hosts) if hosts else Cluster.local_default(),

@@ -280,5 +280,13 @@ def test_an_undeclared_option_in_airflow_cfg_fails_config_loading(monkeypatch):
 
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__MAX_SHARD", "4")
     assert conf.get("regionflow", "max_shard") == "4"
-    with pytest.raises(RegionflowError, match="max_shard is not an option of regionflow .*did you mean 'max_shards'"):
+    with pytest.raises(RegionflowError, match="max_shard is not an option of regionflow .*did you mean .max_shards.*"
+                                              "AIRFLOW__REGIONFLOW__MAX_SHARD"):
+        RegionflowConfig.from_airflow()
+
+
+def test_a_bad_option_value_says_where_it_was_set(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__BLOCKLIST_EXPIRY", "0")
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] blocklist_expiry = 0.0 must be greater than 0 \(set "
+                                              r"by the environment variable AIRFLOW__REGIONFLOW__BLOCKLIST_EXPIRY\)"):
         RegionflowConfig.from_airflow()
