@@ -22,7 +22,7 @@ def two_vertex_job(parallelism: int, pattern: str, exchange: str) -> JobGraph:
     graph = JobGraph(f"bench-{pattern}-{exchange}-{parallelism}")
     graph.add_vertex("source", parallelism)
     graph.add_vertex("sink", parallelism)
-    graph.connect("source", "sink", distribution, exchange, keys=["key"])
+    graph.connect("source", "sink", distribution, exchange, keys=["key"] if distribution == "hash" else [])
     return graph
 
 
