@@ -285,3 +285,9 @@ def test_status_with_a_mistyped_store_url_creates_nothing(capsys, tmp_path):
     code, out, err = run(capsys, "status", "d", "r", "--store-url", f"sqlite:///{missing}")
     assert code == 2 and "no regionflow store at" in err and str(missing) in err
     assert not missing.parent.exists()
+
+
+def test_debug_adds_the_traceback_to_the_one_line_error(capsys, tmp_path):
+    path = write_spec(tmp_path, {"vertices": [{"id": "A", "parallelism": 0}]})
+    code, out, err = run(capsys, "--debug", "plan", path)
+    assert code == 2 and "Traceback" in err and err.strip().splitlines()[-1].startswith("regionflow: error: ")

@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from typing import Any, Callable, Sequence
 
 from .core.errors import RegionflowError, SpecError
@@ -29,6 +30,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args) or 0
     except RegionflowError as error:
+        if getattr(args, "debug", False):
+            traceback.print_exc()
         print(f"regionflow: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
@@ -39,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="regionflow", description="Flink's batch scheduler for Airflow + Spark")
+    parser.add_argument("--debug", action="store_true", help="with an error, also print its Python traceback")
     commands = parser.add_subparsers(title="commands")
     _add_plan(commands)
     _add_simulate(commands)

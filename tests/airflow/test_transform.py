@@ -129,8 +129,9 @@ def test_bad_operator_resources_fail_at_parse_naming_the_vertex(arguments, named
 
 
 @pytest.mark.parametrize("arguments, named", [
-    ({"fn": 42}, "fn=42"), ({"fn": "clean orders"}, "fn='clean orders'"), ({"sink": 123}, "sink=123"),
-    ({"parallelism": 10**9}, "parallelism 1000000000"),
+    ({"fn": 42}, "vertex 'v'.fn must be a string"), ({"fn": "clean orders"}, "vertex 'v'.fn = 'clean orders'"),
+    ({"sink": 123}, "vertex 'v'.sink must be a string or object"),
+    ({"parallelism": 10**9}, "vertex 'v'.parallelism is 1000000000; it must be at most 32768"),
     ({"sink": "../../etc"}, "vertex 'v': sink path '../../etc' leaves"),
 ])
 def test_bad_operator_arguments_fail_at_transform_naming_the_vertex(config, arguments, named):

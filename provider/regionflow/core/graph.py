@@ -296,21 +296,24 @@ MAX_PARALLELISM = 32768  # Flink's upper bound for a vertex's (max) parallelism,
 
 
 def _check_vertex(vertex: Vertex) -> None:
-    if not isinstance(vertex.name, str) or not vertex.name or "#" in vertex.name:
-        raise JobGraphError(f"vertex name {vertex.name!r} is invalid; use a non-empty name without '#'")
-    if (isinstance(vertex.parallelism, bool) or not isinstance(vertex.parallelism, int)
-            or not 1 <= vertex.parallelism <= MAX_PARALLELISM):
-        raise JobGraphError(
-            f"vertex {vertex.name!r} has parallelism {vertex.parallelism!r}; parallelism must be an integer "
-            f"from 1 to {MAX_PARALLELISM}"
-        )
-    if vertex.fn is not None and not callable(vertex.fn) and not is_reference(vertex.fn):
-        raise JobGraphError(
-            f"vertex {vertex.name!r} has fn={vertex.fn!r}; give a callable fn(spark, inputs, ctx) or a "
-            f"'package.module:function' reference"
-        )
+    """A vertex built in Python (the operators, `JobGraph.add_vertex`) goes through the same declared
+    model as one read from a JSON spec (`jobspec.VERTEX`): its JSON-able fields are checked there; a
+    callable `fn`, a `Sink` and a `ResourceProfile` are already checked objects."""
+    from .jobspec import VERTEX
+
+    view: dict[str, Any] = {"id": vertex.name, "parallelism": vertex.parallelism}
+    if vertex.fn is not None and not callable(vertex.fn):
+        view["fn"] = vertex.fn
     if vertex.sink is not None and not isinstance(vertex.sink, Sink):
-        raise JobGraphError(f"vertex {vertex.name!r} has sink={vertex.sink!r}; give the output directory as a string")
+        view["sink"] = vertex.sink
+    if vertex.slot_sharing_group is not None:
+        view["slot_sharing_group"] = vertex.slot_sharing_group
+    if vertex.reads:
+        view["reads"] = list(vertex.reads)
+    try:
+        VERTEX.validate(view, f"vertex {vertex.name!r}")
+    except SpecError as error:
+        raise JobGraphError(str(error)) from None
 
 
 def is_reference(value: Any) -> bool:

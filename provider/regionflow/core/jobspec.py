@@ -54,7 +54,8 @@ VERTEX = Model("vertex", "one step of the job, run as `parallelism` subtasks", (
     Field("resources", "object", "per-subtask resources: cpu, heap_mib, off_heap_mib, managed_mib and extended "
           "ones such as gpu, each a finite number >= 0", values="number", minimum=0),
     Field("slot_sharing_group", "string", "vertices of one group may share a slot", non_empty=True),
-    Field("fn", "string", "the vertex function, 'package.module:function'", non_empty=True, check=_reference),
+    Field("fn", "string", "the vertex function, 'package.module:function' (in Python also a callable)",
+          non_empty=True, check=_reference),
     Field("sink", ("string", SINK), "the sink's output directory, or {path, format}", non_empty=True),
     Field("reads", ("string", "array"), "input paths the function reads, checked before any Spark work",
           items="string", non_empty=True),
