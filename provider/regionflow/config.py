@@ -23,11 +23,18 @@ SECTION = "regionflow"
 
 @dataclass(frozen=True)
 class Option:
+    """One ``[regionflow]`` option: its declaration is the model that loading, the provider's config
+    listing and ``regionflow schema config`` read (type, default, range, choices)."""
+
     name: str
     description: str
     type: str
     example: str | None
     default: str | None
+    minimum: float | None = None
+    maximum: float | None = None
+    above: bool = False  # the minimum itself is not allowed
+    choices: tuple[str, ...] = ()
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -41,10 +48,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("mode", "Default global exchange mode of regionflow.transform().", "string",
            "pointwise-pipelined-only", "forward-pipelined-only"),
     Option("max_shards", "At most this many Airflow task instances (Spark submissions) per logical region and "
-           "DAG run; a logical region with more execution regions runs them in shards.", "integer", "16", "8"),
-    Option("blocklist_expiry", "Seconds a (job, host) blocklist entry lives.", "float", "60", "60"),
+           "DAG run; a logical region with more execution regions runs them in shards.", "integer", "16", "8",
+           minimum=1),
+    Option("blocklist_expiry", "Seconds a (job, host) blocklist entry lives.", "float", "60", "60",
+           minimum=0, above=True),
     Option("resource_wait_timeout", "Seconds a DAG run's slot requests may wait for resources before the "
-           "executor logs a not-enough-resources notice.", "float", "300", "300"),
+           "executor logs a not-enough-resources notice.", "float", "300", "300", minimum=0),
     Option("spark_conf", "JSON object of Spark conf passed to every region submission.", "string",
            '{"spark.sql.adaptive.enabled": "true"}', "{}"),
     Option("speculation", "Default of regionflow.transform(speculation=): on or off. A DAG's transform() "
@@ -66,16 +75,18 @@ OPTIONS: tuple[Option, ...] = (
            "master.", "string", "spark_default", ""),
     Option("backend", "How region tasks and speculative copies run an attempt: 'session' (a client session on "
            "the host's long-lived Spark Connect server, see regionflow session start) or 'submit' (one "
-           "spark-submit per attempt, e.g. for YARN or Kubernetes).", "string", "submit", "session"),
+           "spark-submit per attempt, e.g. for YARN or Kubernetes).", "string", "submit", "session",
+           choices=("session", "submit")),
     Option("session_base_port", "Session backend: host i of the cluster serves Spark Connect on "
-           "127.0.0.1:<this + i>.", "integer", "15002", "15002"),
+           "127.0.0.1:<this + i>.", "integer", "15002", "15002", minimum=1024, maximum=65535),
     Option("session_state_dir", "Session backend: pid/port files and logs of the Spark Connect servers. Empty: "
            "AIRFLOW_HOME/regionflow-sessions.", "string", "/srv/regionflow/sessions", ""),
     Option("session_idle_timeout", "Session backend: seconds a host may hold no granted slot before the "
            "RegionExecutor stops its Spark Connect server (the next region on the host starts it again, a cold "
-           "start of a few seconds); 0 keeps servers up.", "float", "600", "600"),
+           "start of a few seconds); 0 keeps servers up.", "float", "600", "600", minimum=0),
 )
-BACKENDS = ("submit", "session")
+_BY_NAME = {option.name: option for option in OPTIONS}
+BACKENDS = _BY_NAME["backend"].choices
 
 
 def provider_config_metadata() -> dict[str, Any]:
@@ -167,18 +178,17 @@ class RegionflowConfig:
             data_dir=get("data_dir").strip() or os.path.join(airflow_home, "regionflow-data"),
             store_url=get("store_url").strip() or f"sqlite:///{os.path.join(airflow_home, 'regionflow.db')}",
             mode=_mode(get("mode").strip()),
-            max_shards=_number("max_shards", get("max_shards"), int, minimum=1),
-            blocklist_expiry=_number("blocklist_expiry", get("blocklist_expiry"), float, minimum=0, above=True),
-            resource_wait_timeout=_number("resource_wait_timeout", get("resource_wait_timeout"), float, minimum=0),
+            max_shards=_declared_number("max_shards", get),
+            blocklist_expiry=_declared_number("blocklist_expiry", get),
+            resource_wait_timeout=_declared_number("resource_wait_timeout", get),
             spark_conf=_spark_conf(get("spark_conf")),
             spark_conn_id=get("spark_conn_id").strip() or None,
             speculation=parse_switch(get("speculation"), f"[{SECTION}] speculation"),
             speculation_config=_speculation_config(get),
             backend=_choice("backend", get("backend"), BACKENDS),
-            session_base_port=_number("session_base_port", get("session_base_port"), int, minimum=1024,
-                                      maximum=65535),
+            session_base_port=_declared_number("session_base_port", get),
             session_state_dir=get("session_state_dir").strip() or os.path.join(airflow_home, "regionflow-sessions"),
-            session_idle_timeout=_number("session_idle_timeout", get("session_idle_timeout"), float, minimum=0),
+            session_idle_timeout=_declared_number("session_idle_timeout", get),
         )
 
     @property
@@ -208,12 +218,31 @@ def config_schema() -> dict[str, Any]:
         "title": f"[{SECTION}] options",
         "description": "regionflow's section of airflow.cfg (or AIRFLOW__REGIONFLOW__<OPTION> variables); every "
                        "value is text there, read as the type given",
-        "properties": {option.name: {"type": _JSON_TYPES.get(option.type, "string"), "description": option.description,
-                                     **({"default": option.default} if option.default else {}),
-                                     **({"examples": [option.example]} if option.example else {})}
-                       for option in OPTIONS},
+        "properties": {option.name: _option_schema(option) for option in OPTIONS},
         "additionalProperties": False,
     }
+
+
+def _declared_number(name: str, get: Callable[[str], str]) -> Any:
+    """Option `name` read as its declared type within its declared range."""
+    option = _BY_NAME[name]
+    return _number(name, get(name), int if option.type == "integer" else float, option.minimum or 0,
+                   above=option.above, maximum=option.maximum)
+
+
+def _option_schema(option: Option) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": _JSON_TYPES.get(option.type, "string"), "description": option.description}
+    if option.default:
+        schema["default"] = option.default
+    if option.example:
+        schema["examples"] = [option.example]
+    if option.minimum is not None:
+        schema["exclusiveMinimum" if option.above else "minimum"] = option.minimum
+    if option.maximum is not None:
+        schema["maximum"] = option.maximum
+    if option.choices:
+        schema["enum"] = list(option.choices)
+    return schema
 
 
 def _number(name: str, text: str, kind: type, minimum: float, *, above: bool = False,
