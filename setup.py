@@ -3,7 +3,13 @@
 Sources live in provider/regionflow (import package ``regionflow``).
 This file must not import the package itself.
 """
+import os
+
 from setuptools import find_packages, setup
+
+# setup.cfg puts the egg-info in build/ (egg_base), not in provider/, which an editable install puts on
+# sys.path: a second copy of the metadata there makes Airflow load the plugin and the provider twice.
+os.makedirs(os.path.join(os.path.dirname(os.path.abspath(__file__)), "build"), exist_ok=True)
 
 # pyspark and pyspark-client ship the same ``pyspark`` Python package and
 # overwrite each other's files.  apache-airflow-providers-apache-spark requires
@@ -53,6 +59,7 @@ setup(
     entry_points={
         "console_scripts": ["regionflow=regionflow.cli:main"],
         "apache_airflow_provider": ["provider_info=regionflow:get_provider_info"],
+        "airflow.plugins": ["regionflow=regionflow.ui.plugin:RegionflowPlugin"],
     },
     classifiers=[
         "Framework :: Apache Airflow",

@@ -157,39 +157,11 @@ def status_text(data: dict[str, Any]) -> str:
 
 
 def run_status_data(store: Any, dag_id: str, run_id: str) -> dict[str, Any]:
-    """Per region task: its speculation metrics (newest values), attempts and copy requests."""
-    from .scheduling.speculation import METRIC_PREFIX
-    from .store import job_id_for
+    """Per region task: its speculation metrics (newest values), attempts and copy requests (the same
+    view as the UI plugin's attempts page: `regionflow.ui.views.run_view`)."""
+    from .ui.views import run_view
 
-    winners = {c.unit_key: c.winner_attempt for c in store.commits(dag_id, run_id)}
-    tasks: dict[str, dict[str, Any]] = {}
-
-    def entry(task_id: str) -> dict[str, Any]:
-        return tasks.setdefault(task_id, {"metrics": {}, "attempts": [], "copies": []})
-
-    for (task_id, name), record in sorted(store.latest_metrics(dag_id, run_id).items()):
-        short = name[len(METRIC_PREFIX):] if name.startswith(METRIC_PREFIX) else name
-        entry(task_id)["metrics"][short] = record.value
-    for attempt in store.attempts(dag_id, run_id):
-        entry(attempt.task_id)["attempts"].append({
-            "shard": max(attempt.map_index, 0), "attempt": attempt.attempt_id, "host": attempt.host,
-            "state": attempt.state.value, "speculative": attempt.speculative,
-            "winner": winners.get(attempt.unit_key) == attempt.attempt_id,
-            "duration_s": None if attempt.duration_s is None else round(attempt.duration_s, 3)})
-    for copy in store.copy_requests(dag_id, run_id):
-        entry(copy.task_id)["copies"].append({
-            "request": copy.request_id, "shard": copy.map_index, "state": copy.state.value,
-            "attempt": copy.attempt_id, "host": copy.host, "excluded_hosts": list(copy.excluded_hosts),
-            "message": copy.message})
-    blocked = [{"host": b.host, "expires_in_s": round(b.remaining_s(_now()), 1), "reason": b.reason}
-               for b in store.active_blocks(job_id=job_id_for(dag_id, run_id))]
-    return {"dag_id": dag_id, "run_id": run_id, "tasks": tasks, "blocklist": blocked}
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
+    return run_view(store, dag_id, run_id)
 
 
 # ---- plan -----------------------------------------------------------------------------------------

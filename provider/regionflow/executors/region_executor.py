@@ -67,6 +67,7 @@ from ..store import (
 from ..store.recorder import StoreRecorder
 from ..transformer import EXECUTOR_CONFIG_KEY
 from .guest import FINISHED_STATES, STILL_QUEUED, append_task_log, guarded, task_instance_finished, task_instance_states
+from .metrics import PoolMetrics
 
 ADOPTED_CHECK_INTERVAL_S = 5.0
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] session_idle_timeout
@@ -84,6 +85,7 @@ class RegionExecutor(LocalExecutor):
         self.pool = SlotPool(self.rf_config.cluster, blocklist_expiry_s=self.rf_config.blocklist_expiry,
                              resource_wait_timeout_s=self.rf_config.resource_wait_timeout)
         self.store = RegionflowStore.from_config(self.rf_config.store_url)
+        self.metrics = PoolMetrics()
         self.held: dict[str, ExecuteTask] = {}  # bulk id -> workload waiting for its grant
         self.waiting: dict[Any, str] = {}  # task instance key -> bulk id of its waiting admission
         self.granted: dict[Any, str] = {}  # task instance key -> bulk id of its live grant
@@ -250,13 +252,15 @@ class RegionExecutor(LocalExecutor):
     def _record_granted(self, grant: Grant) -> None:
         slots = [[slot.host, slot.index] for slot in grant.slots]
         try:
-            self.store.record_granted(grant.bulk_id, slots)
+            record = self.store.record_granted(grant.bulk_id, slots)
         except SlotConflictError:
             # This process's pool is the truth about its slots: a live row it does not hold is stale
             # (recording its release failed earlier); release such rows and record the grant again.
             if not self._release_stale_rows():
                 raise
-            self.store.record_granted(grant.bulk_id, slots)
+            record = self.store.record_granted(grant.bulk_id, slots)
+        waited = None if record.granted_at is None else record.granted_at - record.submitted_at
+        guarded(self.log, "counting a grant", self.metrics.granted, waited)
 
     def _release_stale_rows(self) -> int:
         stale = [record.bulk_id for record in self.store.live_grants()
@@ -281,6 +285,7 @@ class RegionExecutor(LocalExecutor):
     def _reject(self, workload: ExecuteTask, bulk: Bulk, message: str) -> None:
         self.log.error("RegionExecutor rejects %s: %s", bulk.label, message)
         guarded(self.log, "recording a rejection", self.store.record_rejected, bulk.bulk_id, message)
+        guarded(self.log, "counting a rejection", self.metrics.rejected)
         append_task_log(workload, f"regionflow: this task can never get its slots: {message}")
         self.fail(workload.key, info=message)
 
@@ -359,7 +364,8 @@ class RegionExecutor(LocalExecutor):
                            ("noticing starving jobs", self._notice_starving_jobs),
                            ("checking restored grants", self._check_adopted),
                            ("checking waiting task instances", self._check_held),
-                           ("stopping idle Spark Connect servers", self._stop_idle_servers)):
+                           ("stopping idle Spark Connect servers", self._stop_idle_servers),
+                           ("reporting the pool's metrics", lambda: self.metrics.gauges(self.pool))):
             guarded(self.log, what, step)
 
     def _stop_idle_servers(self) -> None:

@@ -1,0 +1,59 @@
+"""The slot pool's metrics through Airflow's `Stats` (so StatsD and OpenTelemetry users get them):
+
+- gauges, every executor sync: ``regionflow.pool.slots_free``, ``.slots_used``, ``.queue_length``,
+  ``.blocklisted_hosts`` (distinct hosts with a live entry);
+- counters: ``regionflow.pool.grants``, ``.rejections``;
+- timer: ``regionflow.pool.queue_wait_seconds`` (a grant's wait in the FIFO queue).
+
+The speculation sensor keeps its six ``regionflow.speculation.*`` figures.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Protocol
+
+PREFIX = "regionflow.pool."
+
+
+class PoolReading(Protocol):
+    """What the gauges read from the slot pool."""
+
+    def free_slots(self) -> int: ...
+
+    def used_slots(self) -> int: ...
+
+    def waiting_bulks(self) -> list[Any]: ...
+
+    @property
+    def blocklist(self) -> Any: ...
+
+
+class PoolMetrics:
+    """Emits the pool's metrics through `stats` (Airflow's ``Stats`` by default)."""
+
+    def __init__(self, stats: Any = None) -> None:
+        if stats is None:
+            from airflow.stats import Stats
+
+            stats = Stats
+        self.stats = stats
+
+    def gauges(self, pool: PoolReading) -> None:
+        """The pool's current figures."""
+        self.stats.gauge(PREFIX + "slots_free", pool.free_slots())
+        self.stats.gauge(PREFIX + "slots_used", pool.used_slots())
+        self.stats.gauge(PREFIX + "queue_length", len(pool.waiting_bulks()))
+        self.stats.gauge(PREFIX + "blocklisted_hosts", len({entry.host for entry in pool.blocklist.entries()}))
+
+    def granted(self, waited_s: float | None) -> None:
+        """A bulk got its slots after `waited_s` seconds in the queue."""
+        self.stats.incr(PREFIX + "grants")
+        if waited_s is not None:
+            self.stats.timing(PREFIX + "queue_wait_seconds", timedelta(seconds=max(0.0, waited_s)))
+
+    def rejected(self) -> None:
+        """A bulk no cluster state can hold was failed at once."""
+        self.stats.incr(PREFIX + "rejections")
+
+
+__all__ = ["PREFIX", "PoolMetrics"]

@@ -1,0 +1,99 @@
+"""The plugin's FastAPI app, mounted by Airflow's api-server under ``/regionflow``.
+
+JSON (read-only, from regionflow's store):
+- ``GET /regionflow/api/cluster``: hosts with slots used/free, the blocklist, the FIFO queue with
+  why each region waits, grants per DAG run. Any logged-in user; queue entries and grants of DAGs
+  the user may not read are left out (counted in ``queue_hidden``).
+- ``GET /regionflow/api/dags/{dag_id}/runs/{run_id}/attempts[?task_id=]``: every attempt and
+  speculative copy of the run's region tasks (host, start, end, state, winner) and the speculation
+  figures. Needs read access to the DAG's task instances; 404 naming the ids when regionflow has
+  nothing for them.
+
+Pages (``/regionflow/cluster``, ``/regionflow/attempts?dag_id=&run_id=&task_id=``) are one HTML file
+each with a small script that reads the JSON above every 5 s; Airflow shows them in its navigation and
+on the task instance view (`plugin.RegionflowPlugin.external_views`).
+
+Authentication and authorization are Airflow's own: its ``get_user`` dependency (the UI's cookie or a
+bearer token from ``POST /auth/token``) and ``requires_access_dag``; nothing here checks a password.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.responses import HTMLResponse
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+
+from .pages import attempts_page, cluster_page
+from .views import cluster_view, run_view
+
+
+@functools.lru_cache(maxsize=1)
+def _config() -> Any:
+    from ..config import RegionflowConfig
+
+    return RegionflowConfig.from_airflow()
+
+
+@functools.lru_cache(maxsize=1)
+def _store() -> Any:
+    """regionflow's store, or None while a SQLite store does not exist yet (nothing ran): a page is
+    no reason to create one."""
+    from ..store import RegionflowStore
+
+    url = _config().store_url
+    if url.startswith("sqlite:///") and not os.path.exists(url[len("sqlite:///"):].partition("?")[0]):
+        return None
+    return RegionflowStore.from_config(url)
+
+
+def _empty_store_view() -> dict[str, Any]:
+    cluster = _config().cluster
+    return {"hosts": [{"name": h.name, "slots": h.slots, "used": 0, "free": h.slots, "master": h.spark.master,
+                       "slot_profile": str(h.slot_profile)} for h in cluster],
+            "slots": {"total": cluster.total_slots, "used": 0, "free": cluster.total_slots},
+            "blocklist": [], "queue": [], "queue_hidden": 0, "grants": []}
+
+
+def build_app() -> FastAPI:
+    """The app Airflow mounts (through `plugin.LazyApp`, so plugin discovery stays cheap)."""
+    app = FastAPI(title="regionflow", description="regionflow's slot pool, queue, blocklist and attempts",
+                  docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/api/cluster")
+    def cluster(user: GetUserDep) -> dict[str, Any]:
+        store = _store()
+        if store is None:
+            return _empty_store_view()
+        readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
+        return cluster_view(store, _config().cluster, may_see=readable.__contains__)
+
+    @app.get("/api/dags/{dag_id}/runs/{run_id}/attempts",
+             dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))])
+    def attempts(dag_id: str, run_id: str, task_id: str | None = Query(default=None)) -> dict[str, Any]:
+        store = _store()
+        view = run_view(store, dag_id, run_id, task_id) if store is not None else None
+        if view is None or not view["tasks"]:
+            task = f" task {task_id!r}" if task_id else ""
+            raise HTTPException(404, f"regionflow has no attempts of DAG {dag_id!r} run {run_id!r}{task}; "
+                                     f"check the ids (only region tasks run by the RegionExecutor have attempts)")
+        return view
+
+    @app.get("/cluster", response_class=HTMLResponse)
+    def cluster_html(user: GetUserDep) -> str:
+        return cluster_page()
+
+    @app.get("/attempts", response_class=HTMLResponse,
+             dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))])
+    def attempts_html(dag_id: str = Query(), run_id: str = Query(), task_id: str | None = Query(default=None)) -> str:
+        return attempts_page(dag_id, run_id, task_id)
+
+    return app
+
+
+__all__ = ["build_app"]

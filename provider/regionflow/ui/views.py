@@ -1,0 +1,119 @@
+"""What regionflow shows about itself, as JSON-able dicts read from the store (read-only).
+
+Shared by the Airflow UI plugin (`regionflow.ui.app`) and the command line (``regionflow status``),
+so a page and a terminal show the same figures. No Airflow import here: the callers pass the store,
+the cluster and, for the UI, which DAGs the user may see.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+from ..scheduling.hosts import Cluster
+from ..scheduling.speculation import METRIC_PREFIX
+from ..store import RegionflowStore, job_id_for
+from ..store.records import GrantRecord
+
+DagFilter = Callable[[str], bool]
+
+
+def cluster_view(store: RegionflowStore, cluster: Cluster, *, may_see: DagFilter = lambda dag_id: True,
+                 now: float | None = None) -> dict[str, Any]:
+    """The slot pool as the store records it: per host its slots used and free, the blocklist, the
+    FIFO queue (oldest first) with each waiting region's request, age and why it waits, and the
+    grants per DAG run. Grants and queue entries of DAGs the user may not see are counted, not shown."""
+    now = time.time() if now is None else now
+    live = store.live_grants()
+    used: dict[str, int] = defaultdict(int)
+    for grant in live:
+        for host, _ in grant.slots:
+            used[host] += 1
+    blocks = store.active_blocks(now)
+    hosts: list[dict[str, Any]] = [{"name": host.name, "slots": host.slots, "used": used.get(host.name, 0),
+              "free": max(0, host.slots - used.get(host.name, 0)), "master": host.spark.master,
+              "slot_profile": str(host.slot_profile)} for host in cluster]
+    free_total = sum(h["free"] for h in hosts)
+    waiting = sorted(store.waiting_grants(), key=lambda g: (g.submitted_at, g.bulk_id))
+    queue, hidden = [], 0
+    for position, grant in enumerate(waiting, start=1):
+        if not may_see(grant.dag_id):
+            hidden += 1
+            continue
+        blocked = sorted({b.host for b in blocks if b.job_id == grant.job_id})
+        queue.append({**_grant_fields(grant), "position": position, "age_s": round(now - grant.submitted_at, 1),
+                      "blocked_hosts": blocked,
+                      "why": _why_waiting(grant, position, cluster, free_total, blocked)})
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for grant in live:
+        if may_see(grant.dag_id):
+            runs[(grant.dag_id, grant.run_id)].append(
+                {**_grant_fields(grant), "hosts": list(grant.hosts),
+                 "held_s": round(now - (grant.granted_at or now), 1)})
+    return {
+        "generated_at": now,
+        "hosts": hosts,
+        "slots": {"total": cluster.total_slots, "used": sum(h["used"] for h in hosts), "free": free_total},
+        "blocklist": [{"job_id": b.job_id, "host": b.host, "reason": b.reason,
+                       "expires_in_s": round(b.remaining_s(now), 1)} for b in sorted(blocks, key=lambda b: b.added_at)
+                      if may_see(b.job_id.split("/", 1)[0])],
+        "queue": queue,
+        "queue_hidden": hidden,
+        "grants": [{"dag_id": dag_id, "run_id": run_id, "grants": grants}
+                   for (dag_id, run_id), grants in sorted(runs.items())],
+    }
+
+
+def _grant_fields(grant: GrantRecord) -> dict[str, Any]:
+    return {"bulk_id": grant.bulk_id, "dag_id": grant.dag_id, "run_id": grant.run_id, "task_id": grant.task_id,
+            "map_index": grant.map_index, "try_number": grant.try_number, "label": grant.label,
+            "slots_requested": len(grant.requests)}
+
+
+def _why_waiting(grant: GrantRecord, position: int, cluster: Cluster, free_total: int,
+                 blocked: Iterable[str]) -> str:
+    wanted = len(grant.requests)
+    blocked = set(blocked)
+    if wanted > cluster.total_slots:
+        return f"unfulfillable: needs {wanted} slots, the cluster has {cluster.total_slots}"
+    open_slots = sum(h.slots for h in cluster if h.name not in blocked)
+    if blocked and wanted > open_slots:
+        return (f"blocklisted: hosts {', '.join(sorted(blocked))} are blocked for this run; the others have "
+                f"{open_slots} slots, it needs {wanted}")
+    if position > 1:
+        return f"behind {position - 1} older request(s) in the FIFO queue; needs {wanted} slots, {free_total} free"
+    return f"not enough free slots: needs {wanted}, {free_total} free"
+
+
+def run_view(store: RegionflowStore, dag_id: str, run_id: str, task_id: str | None = None) -> dict[str, Any]:
+    """Per region task of one DAG run: its speculation metrics (newest values), attempts (host, start,
+    end, state, winner) and copy requests; and the run's blocklist entries."""
+    winners = {c.unit_key: c.winner_attempt for c in store.commits(dag_id, run_id)}
+    tasks: dict[str, dict[str, Any]] = {}
+
+    def entry(name: str) -> dict[str, Any]:
+        return tasks.setdefault(name, {"metrics": {}, "attempts": [], "copies": []})
+
+    for (name, metric), record in sorted(store.latest_metrics(dag_id, run_id).items()):
+        if task_id is None or name == task_id:
+            short = metric[len(METRIC_PREFIX):] if metric.startswith(METRIC_PREFIX) else metric
+            entry(name)["metrics"][short] = record.value
+    for attempt in store.attempts(dag_id, run_id, task_id):
+        entry(attempt.task_id)["attempts"].append({
+            "shard": max(attempt.map_index, 0), "attempt": attempt.attempt_id, "host": attempt.host,
+            "state": attempt.state.value, "speculative": attempt.speculative,
+            "winner": winners.get(attempt.unit_key) == attempt.attempt_id,
+            "started_at": attempt.started_at, "ended_at": attempt.ended_at,
+            "duration_s": None if attempt.duration_s is None else round(attempt.duration_s, 3),
+            "message": attempt.message})
+    for copy in store.copy_requests(dag_id, run_id, task_id):
+        entry(copy.task_id)["copies"].append({
+            "request": copy.request_id, "shard": copy.map_index, "state": copy.state.value,
+            "attempt": copy.attempt_id, "host": copy.host, "excluded_hosts": list(copy.excluded_hosts),
+            "message": copy.message})
+    blocked = [{"host": b.host, "expires_in_s": round(b.remaining_s(time.time()), 1), "reason": b.reason}
+               for b in store.active_blocks(job_id=job_id_for(dag_id, run_id))]
+    return {"dag_id": dag_id, "run_id": run_id, "tasks": tasks, "blocklist": blocked}
+
+
+__all__ = ["cluster_view", "run_view"]

@@ -1,0 +1,25 @@
+"""DAGs for the UI plugin's tests on a 2-slot cluster: `ui_hold` holds one slot for a while, so the
+2-slot region of `ui_region` waits in the FIFO queue meanwhile."""
+import time
+from datetime import datetime
+
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG
+
+import regionflow
+from regionflow.examples import orders as job
+from regionflow.operators import SparkVertexOperator, hash_by
+
+
+def hold(seconds):
+    time.sleep(float(seconds))
+
+
+with DAG("ui_hold", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as ui_hold:
+    PythonOperator(task_id="hold", python_callable=hold, op_args=["{{ dag_run.conf.get('seconds', 20) }}"])
+
+with DAG("ui_region", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as ui_region:
+    source = SparkVertexOperator(task_id="source", parallelism=2, fn=job.generate_orders)
+    count = SparkVertexOperator(task_id="count", parallelism=2, fn=job.count_per_customer, sink="ui/counts")
+    source >> hash_by("customer_id", exchange="pipelined") >> count
+regionflow.transform(ui_region, mode="all-pipelined")

@@ -1,0 +1,59 @@
+"""The views the UI plugin and `regionflow status` show, read from a real (SQLite) store."""
+from __future__ import annotations
+
+import itertools
+
+from regionflow.scheduling.hosts import Cluster
+from regionflow.store import RegionflowStore
+from regionflow.ui.views import cluster_view, run_view
+
+CLUSTER = Cluster.parse("a:slots=2;b:slots=2")
+
+
+def store_at(tmp_path):
+    ticks = itertools.count(1000)
+    return RegionflowStore(f"sqlite:///{tmp_path / 'store.db'}", clock=lambda: float(next(ticks)))
+
+
+def wait(store, bulk, dag, slots, run="r1"):
+    store.record_waiting(bulk, dag_id=dag, run_id=run, task_id="t", try_number=1, label=f"{dag} region",
+                         requests=[{}] * slots)
+
+
+def test_the_queue_is_oldest_first_and_says_why_each_region_waits(tmp_path):
+    store = store_at(tmp_path)
+    wait(store, "g1", "holder", 3)
+    store.record_granted("g1", [("a", 0), ("a", 1), ("b", 0)])
+    wait(store, "w1", "first", 2)
+    wait(store, "w2", "second", 1)
+    wait(store, "w3", "huge", 5)
+    store.block("blocked/r1", "a", 10**9, reason="slow attempt x")
+    wait(store, "w4", "blocked", 3)
+    view = cluster_view(store, CLUSTER, now=2000.0)
+    assert [(h["name"], h["used"], h["free"]) for h in view["hosts"]] == [("a", 2, 0), ("b", 1, 1)]
+    assert view["slots"] == {"total": 4, "used": 3, "free": 1}
+    assert [q["dag_id"] for q in view["queue"]] == ["first", "second", "huge", "blocked"]
+    why = {q["dag_id"]: q["why"] for q in view["queue"]}
+    assert why["first"] == "not enough free slots: needs 2, 1 free"
+    assert why["second"].startswith("behind 1 older request(s) in the FIFO queue")
+    assert why["huge"] == "unfulfillable: needs 5 slots, the cluster has 4"
+    assert why["blocked"].startswith("blocklisted: hosts a are blocked for this run")
+    assert view["blocklist"] == [{"job_id": "blocked/r1", "host": "a", "reason": "slow attempt x",
+                                  "expires_in_s": view["blocklist"][0]["expires_in_s"]}]
+    assert [g["dag_id"] for g in view["grants"]] == ["holder"]
+
+
+def test_dags_the_user_may_not_see_are_counted_not_shown(tmp_path):
+    store = store_at(tmp_path)
+    wait(store, "w1", "secret", 1)
+    wait(store, "w2", "public", 1)
+    view = cluster_view(store, CLUSTER, may_see=lambda dag_id: dag_id == "public", now=2000.0)
+    assert [q["dag_id"] for q in view["queue"]] == ["public"] and view["queue"][0]["position"] == 2
+    assert view["queue_hidden"] == 1
+
+
+def test_an_empty_store_gives_empty_views(tmp_path):
+    store = store_at(tmp_path)
+    view = cluster_view(store, CLUSTER, now=2000.0)
+    assert view["queue"] == [] and view["grants"] == [] and view["slots"]["free"] == 4
+    assert run_view(store, "d", "r")["tasks"] == {}
