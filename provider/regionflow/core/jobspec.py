@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .errors import SpecError
 from .graph import MAX_PARALLELISM, SINK_FORMATS, Distribution, Edge, Exchange, JobGraph, Vertex, is_reference, sink_of
@@ -17,20 +17,20 @@ from .resources import ResourceProfile
 from .schema import Field, Model
 
 
-def _distribution(value: str) -> str | None:
-    try:
-        Distribution.parse(value)
-    except SpecError as error:
-        return str(error)
-    return None
+def _parses(parse: Callable[[str], Any]) -> Callable[[str], str | None]:
+    """A field check from a parser: its error text, or None when the value parses."""
+    def check(value: str) -> str | None:
+        try:
+            parse(value)
+        except SpecError as error:
+            return str(error)
+        return None
+
+    return check
 
 
-def _exchange(value: str) -> str | None:
-    try:
-        Exchange.parse(value)
-    except SpecError as error:
-        return str(error)
-    return None
+_distribution = _parses(Distribution.parse)
+_exchange = _parses(Exchange.parse)
 
 
 def _vertex_name(value: str) -> str | None:

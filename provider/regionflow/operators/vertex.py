@@ -34,18 +34,17 @@ class ExchangeSpec:
     def __rrshift__(self, producers: "SparkVertexOperator | Sequence[SparkVertexOperator]") -> "_PendingEdge":
         listed = _as_list(producers)
         for producer in listed:
-            if not isinstance(producer, SparkVertexOperator):
-                raise JobGraphError(
-                    f"{_name(producer)} >> {self.distribution.name.lower()}(...): an exchange connects "
-                    f"SparkVertexOperators only; link other tasks with a plain >>")
+            _check_vertex_operand(producer, f"{_name(producer)} >> {self.text}")
         return _PendingEdge(listed, self)
 
     def update_relative(self, other: Any, upstream: bool = True, edge_modifier: Any = None) -> None:
         """Airflow's ``task >> spec`` lands here when `task` is not a SparkVertexOperator (its own
         ``>>`` runs first): say what is wrong instead of Airflow's AttributeError."""
-        raise JobGraphError(
-            f"{_name(other)} >> {self.distribution.name.lower()}(...): an exchange connects SparkVertexOperators "
-            f"only; link other tasks with a plain >>")
+        _check_vertex_operand(other, f"{_name(other)} >> {self.text}")
+
+    @property
+    def text(self) -> str:
+        return f"{self.distribution.name.lower()}(...)"
 
 
 def forward(exchange: str | None = None) -> ExchangeSpec:
@@ -84,10 +83,7 @@ class _PendingEdge:
     def __rshift__(self, consumers: "SparkVertexOperator | Sequence[SparkVertexOperator]"):
         consumers_list = _as_list(consumers)
         for consumer in consumers_list:
-            if not isinstance(consumer, SparkVertexOperator):
-                raise JobGraphError(
-                    f"{_names(self.producers)} >> {self.spec.distribution.name.lower()}(...) >> {_name(consumer)}: "
-                    f"an exchange connects SparkVertexOperators only; link other tasks with a plain >>")
+            _check_vertex_operand(consumer, f"{_names(self.producers)} >> {self.spec.text} >> {_name(consumer)}")
         for consumer in consumers_list:
             for producer in self.producers:
                 consumer.regionflow_inputs.append(DeclaredEdge(producer.task_id, self.spec))
@@ -156,6 +152,12 @@ def _profile(resources: ResourceProfile | dict | None, task_id: str) -> Resource
         return ResourceProfile.from_dict(resources)
     except ResourceError as error:
         raise ResourceError(f"vertex {task_id!r}: {error}") from None
+
+
+def _check_vertex_operand(task: Any, expression: str) -> None:
+    if not isinstance(task, SparkVertexOperator):
+        raise JobGraphError(f"{expression}: an exchange connects SparkVertexOperators only; link other tasks "
+                            f"with a plain >>")
 
 
 def _name(task: Any) -> str:

@@ -11,27 +11,28 @@ MAX_CORE_ID = 8192  # Linux's largest CONFIG_NR_CPUS default; a typo like 0-1000
 _SIZE = ("number", "string")
 _SIZE_DOC = "MiB as a number, or a size such as '4g', '512m'"
 
-SLOT = Model("slot", "per-slot overrides of the host's evenly divided resources", (
-    Field("cpu", ("number", "string"), "cores per slot", minimum=0),
-    Field("mem", _SIZE, f"heap per slot, {_SIZE_DOC}", minimum=0),
-    Field("heap", _SIZE, f"heap per slot (alias of mem), {_SIZE_DOC}", minimum=0),
-    Field("off_heap", _SIZE, f"off-heap memory per slot, {_SIZE_DOC}", minimum=0),
-    Field("managed", _SIZE, f"managed memory per slot, {_SIZE_DOC}", minimum=0),
-    Field("gpu", ("number", "string"), "GPUs per slot", minimum=0),
-    Field("ext", "object", "extended resources per slot, e.g. {\"fpga\": 1}", values="number", minimum=0),
-))
 
-HOST = Model("host", "a place that runs Spark and offers slots to the pool", (
+def _resources(scope: str) -> tuple[Field, ...]:
+    """The resource fields, ``scope`` being "per slot" or "of the whole host"."""
+    return (
+        Field("cpu", ("number", "string"), f"cores {scope}", minimum=0),
+        Field("mem", _SIZE, f"heap {scope}, {_SIZE_DOC}", minimum=0),
+        Field("heap", _SIZE, f"heap {scope} (alias of mem), {_SIZE_DOC}", minimum=0),
+        Field("off_heap", _SIZE, f"off-heap memory {scope}, {_SIZE_DOC}", minimum=0),
+        Field("managed", _SIZE, f"managed memory {scope}, {_SIZE_DOC}", minimum=0),
+        Field("gpu", ("number", "string"), f"GPUs {scope}", minimum=0),
+        Field("ext", "object", f"extended resources {scope}, e.g. {{\"fpga\": 1}}", values="number", minimum=0),
+    )
+
+
+SLOT = Model("slot", "per-slot overrides of the host's evenly divided resources", _resources("per slot"))
+
+HOST = Model("host", "a place that runs Spark and offers slots to the pool (a resource not given defaults to "
+             "one cpu and 1g heap per slot, none of the others)", (
     Field("name", "string", "the host's unique name", required=True, non_empty=True),
     Field("slots", ("integer", "string"), f"its slot count, 1 to {MAX_SLOTS_PER_HOST}", required=True,
           minimum=1, maximum=MAX_SLOTS_PER_HOST),
-    Field("cpu", ("number", "string"), "cores of the whole host (default: one per slot)", minimum=0),
-    Field("mem", _SIZE, f"heap of the whole host, {_SIZE_DOC} (default 1g per slot)", minimum=0),
-    Field("heap", _SIZE, f"heap of the whole host (alias of mem), {_SIZE_DOC}", minimum=0),
-    Field("off_heap", _SIZE, f"off-heap memory of the whole host, {_SIZE_DOC}", minimum=0),
-    Field("managed", _SIZE, f"managed memory of the whole host, {_SIZE_DOC}", minimum=0),
-    Field("gpu", ("number", "string"), "GPUs of the whole host", minimum=0),
-    Field("ext", "object", "extended resources of the whole host, e.g. {\"fpga\": 2}", values="number", minimum=0),
+    *_resources("of the whole host"),
     Field("slot", SLOT, "per-slot overrides"),
     Field("master", "string", "local, local[k], local[*] or spark://host:port (default local[cores])",
           non_empty=True),
