@@ -73,6 +73,7 @@ _STOP_STAGES: tuple[tuple[str, ...], ...] = (("scheduler", "triggerer", "dag-pro
 _LOG_TAIL_LINES = 40
 _POLL_SECONDS = 0.5
 _TRIGGER_TRIES = 3
+API_TIMEOUT_S = 120.0
 _PAGE = 100
 
 
@@ -293,9 +294,10 @@ class EmbeddedAirflow:
                 # process. When the process closes its sockets before it has exited (Python's shutdown
                 # after the task is done, slower with pyspark's Connect client loaded), nothing wakes
                 # the select and the task's end reaches the executor up to 5 s (the default) late,
-                # measured here on about half of the region tasks. 1 s caps that wait; the cost is a
-                # heartbeat call per running task per second.
-                "min_heartbeat_interval": "1",
+                # measured here on about half of the region tasks. 2 s caps that wait; the cost is a
+                # heartbeat call per running task every 2 s, SQLite writes through the api-server's
+                # one worker (1 s halves the wait but doubles those writes).
+                "min_heartbeat_interval": "2",
             },
         }
         if self.regionflow_options:
@@ -615,7 +617,10 @@ class EmbeddedAirflow:
                     return run_id
                 if error.status < 500 or attempt == _TRIGGER_TRIES - 1:
                     raise
-                time.sleep(2.0 * (attempt + 1))
+            except httpx.TimeoutException:
+                if attempt == _TRIGGER_TRIES - 1:
+                    raise
+            time.sleep(2.0 * (attempt + 1))
         return run_id
 
     def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str, map_index: int = -1) -> None:
@@ -697,7 +702,10 @@ class EmbeddedAirflow:
     def _client(self) -> httpx.Client:
         # trust_env=False: an HTTP(S)_PROXY of the environment must not see loopback traffic.
         if self._http is None:
-            self._http = httpx.Client(base_url=self.api_url, timeout=30.0, trust_env=False)
+            # 120 s: on SQLite, a write on the api-server's event loop (the audit log of a trigger) and
+            # one of the execution API can lock each other until the 30 s busy timeout, and the one
+            # worker answers nothing meanwhile; a 30 s client timeout turned that into a failed call.
+            self._http = httpx.Client(base_url=self.api_url, timeout=API_TIMEOUT_S, trust_env=False)
         return self._http
 
 
