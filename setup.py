@@ -37,6 +37,7 @@ TEST_REQUIRES = [
     "pytest>=8.3,<10",
     "pytest-timeout>=2.3,<3",
     "hypothesis>=6.100,<7",
+    "statsd>=4,<5",  # Airflow's StatsD client: the pool-metrics test reads real StatsD packets
 ]
 
 setup(

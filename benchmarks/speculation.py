@@ -175,7 +175,7 @@ def measure(stack: EmbeddedAirflow, dag_id: str, hogs: CpuHogs | None, slowdown:
     _wait_for_copies_to_close(store, dag_id, run_id)
     copies = store.copy_requests(dag_id, run_id)
     attempts = store.attempts(dag_id, run_id)
-    sharded = [a for a in store.attempts(dag_id, run_id, SHARDED_TASK) if a.ended_at is not None]
+    sharded = [a for a in attempts if a.task_id == SHARDED_TASK and a.ended_at is not None]
     return {"state": state, "makespan_s": round(makespan, 1),
             "sharded_task_span_s": round(max(a.ended_at for a in sharded) - min(a.started_at for a in sharded), 1)
             if sharded else None,

@@ -52,8 +52,22 @@ def test_dags_the_user_may_not_see_are_counted_not_shown(tmp_path):
     assert view["queue_hidden"] == 1
 
 
-def test_an_empty_store_gives_empty_views(tmp_path):
-    store = store_at(tmp_path)
-    view = cluster_view(store, CLUSTER, now=2000.0)
-    assert view["queue"] == [] and view["grants"] == [] and view["slots"]["free"] == 4
-    assert run_view(store, "d", "r")["tasks"] == {}
+def test_an_empty_store_or_none_yet_gives_empty_views(tmp_path):
+    for store in (store_at(tmp_path), None):
+        view = cluster_view(store, CLUSTER, now=2000.0)
+        assert view["queue"] == [] and view["grants"] == [] and view["slots"]["free"] == 4
+        assert [(h["name"], h["free"]) for h in view["hosts"]] == [("a", 2), ("b", 2)]
+        assert run_view(store, "d", "r")["tasks"] == {}
+
+
+def test_the_plugin_opens_the_store_once_it_exists_not_before(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from regionflow.ui import app
+
+    url = f"sqlite:///{tmp_path / 'later.db'}"
+    monkeypatch.setattr(app, "_config", lambda: SimpleNamespace(store_url=url, cluster=CLUSTER))
+    monkeypatch.setattr(app, "_stores", {})
+    assert app._store() is None and not (tmp_path / "later.db").exists()  # a page creates no store
+    RegionflowStore(url).create_all()  # the executor's first grant creates it
+    assert app._store() is not None and app._store() is app._store()

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from .core.errors import RegionflowError, SpecError
 from .core.graph import load_job
-from .core.modes import ExchangeMode
+from .core.modes import DEFAULT_MODE, ExchangeMode
 from .core.plan import Plan
 
 EXIT_USAGE = 2
@@ -109,27 +109,20 @@ def _add_status(commands) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from .store import RegionflowStore
+    from .store import RegionflowStore, default_url, mask_url, store_exists
+    from .ui.views import run_view
 
-    url = args.store_url or os.environ.get("AIRFLOW__REGIONFLOW__STORE_URL") or None
-    _check_sqlite_store_exists(url)
+    url = args.store_url or os.environ.get("AIRFLOW__REGIONFLOW__STORE_URL") or default_url()
+    if not store_exists(url):  # a read-only command creates no store where a mistyped URL points
+        raise RegionflowError(f"no regionflow store at {mask_url(url)!r} (from --store-url / [regionflow] "
+                              f"store_url); check the path")
     store = RegionflowStore.from_config(url)
-    data = run_status_data(store, args.dag_id, args.run_id)
+    data = run_view(store, args.dag_id, args.run_id)
     if not data["tasks"]:
         raise RegionflowError(f"regionflow's store at {store.url!r} has nothing for DAG {args.dag_id!r} run "
                               f"{args.run_id!r}; check the ids (and --store-url)")
     print(json.dumps(data, indent=2) if args.format == "json" else status_text(data))
     return 0
-
-
-def _check_sqlite_store_exists(url: str | None) -> None:
-    """A read-only command must not create a SQLite store where a mistyped URL points."""
-    if not url or not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
-        return
-    path = url[len("sqlite:///"):].partition("?")[0]
-    if not os.path.exists(path):
-        raise RegionflowError(f"no regionflow store at {path!r} (from --store-url / [regionflow] store_url {url!r}); "
-                              f"check the path")
 
 
 def status_text(data: dict[str, Any]) -> str:
@@ -154,14 +147,6 @@ def status_text(data: dict[str, Any]) -> str:
         lines.append("blocklist:")
         lines += [f"  {b['host']} for {b['expires_in_s']:g} s more ({b['reason']})" for b in data["blocklist"]]
     return "\n".join(lines)
-
-
-def run_status_data(store: Any, dag_id: str, run_id: str) -> dict[str, Any]:
-    """Per region task: its speculation metrics (newest values), attempts and copy requests (the same
-    view as the UI plugin's attempts page: `regionflow.ui.views.run_view`)."""
-    from .ui.views import run_view
-
-    return run_view(store, dag_id, run_id)
 
 
 # ---- plan -----------------------------------------------------------------------------------------
@@ -205,7 +190,7 @@ def _add_simulate(commands) -> None:
 def run_simulate(args: argparse.Namespace) -> int:
     from .scheduling.simulate import parse_durations, simulate
 
-    mode = _mode_arg(args.mode) or ExchangeMode.parse(None)
+    mode = _mode_arg(args.mode, DEFAULT_MODE)
     plans = [Plan(load_job(job), mode) for job in args.jobs]
     cluster = _cluster_from_args(args)
     result = simulate(plans, cluster, durations=parse_durations(args.durations), allocator=args.allocator)
@@ -226,10 +211,10 @@ def _cluster_from_args(args: argparse.Namespace):
     return Cluster.local_default(args.slots)
 
 
-def _mode_arg(text: str | None) -> ExchangeMode | None:
-    """``--mode``: None when not given (the job's or the default mode); an empty value is an error."""
+def _mode_arg(text: str | None, default: ExchangeMode | None = None) -> ExchangeMode | None:
+    """``--mode``: `default` when not given (None: the job's own mode); an empty value is an error."""
     if text is None:
-        return None
+        return default
     if not text.strip():
         raise SpecError("--mode is empty; give one of " + ", ".join(m.value for m in ExchangeMode)
                         + ", or leave --mode out")
@@ -265,7 +250,7 @@ def run_run(args: argparse.Namespace) -> int:
     from .spark.runner import LocalRunner, RunOptions, run_reference
 
     job_reference = os.path.abspath(args.job) if os.path.exists(args.job) else args.job
-    plan = Plan(load_job(job_reference), _mode_arg(args.mode) or ExchangeMode.parse(None))
+    plan = Plan(load_job(job_reference), _mode_arg(args.mode, DEFAULT_MODE))
     if args.retries < 0:
         raise SpecError(f"--retries is {args.retries}; give 0 or more")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="regionflow-")

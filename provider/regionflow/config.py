@@ -144,10 +144,7 @@ class RegionflowConfig:
 
             return f"set in {AIRFLOW_CONFIG}"
 
-        try:
-            check_option_names(conf.getsection(SECTION) or {})
-        except SpecError as error:
-            raise SpecError(f"{error}; {origin(str(error).split()[1])}") from None
+        check_option_names(conf.getsection(SECTION) or {}, origin)
         return cls.from_values(get, airflow_home=conf.get("core", "airflow_home", fallback=None)
                                or os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"), origin=origin)
 
@@ -196,15 +193,15 @@ class RegionflowConfig:
         return max(host.slots for host in self.cluster)
 
 
-def check_option_names(names: Iterable[str]) -> None:
+def check_option_names(names: Iterable[str], origin: Callable[[str], str] | None = None) -> None:
     """Refuse an option of ``[regionflow]`` that regionflow does not declare (a typo would otherwise
-    be ignored silently), naming the closest declared one."""
-    declared = [option.name for option in OPTIONS]
+    be ignored silently), naming the closest declared one and, with `origin`, where it was set."""
     for name in names:
-        if name.lower() not in declared:
-            raise SpecError(f"[{SECTION}] {name} is not an option of regionflow{did_you_mean(name.lower(), declared)}; "
-                            f"the options are: {', '.join(declared)} (set in airflow.cfg or as "
-                            f"AIRFLOW__{SECTION.upper()}__<OPTION>)")
+        if name.lower() not in _BY_NAME:
+            where = f"; {origin(name)}" if origin else ""
+            raise SpecError(f"[{SECTION}] {name} is not an option of regionflow"
+                            f"{did_you_mean(name.lower(), list(_BY_NAME))}; the options are: {', '.join(_BY_NAME)} "
+                            f"(set in airflow.cfg or as AIRFLOW__{SECTION.upper()}__<OPTION>){where}")
 
 
 _JSON_TYPES = {"string": "string", "integer": "integer", "float": "number", "boolean": "boolean"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -98,7 +99,7 @@ def test_the_cluster_view_shows_a_waiting_region_and_why_then_its_attempt(stack,
     page = client.get(f"/regionflow/attempts?dag_id=ui_region&run_id={region}&task_id={task_id}",
                       headers=auth(stack))
     assert page.status_code == 200 and "regionflow: attempts" in page.text
-    assert f"api/dags/ui_region/runs/{region.replace(':', '%3A').replace('+', '%2B')}/attempts" in page.text
+    assert f"api/dags/ui_region/runs/{quote(region, safe='')}/attempts" in page.text
 
 
 def _queued(view):

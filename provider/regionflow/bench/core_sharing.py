@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 
 
 @dataclass(frozen=True)
@@ -54,17 +55,39 @@ def _probe_job(spark: Any, tasks: int, task_seconds: float) -> Any:
     return spark.range(0, tasks, 1, tasks).select(sleep_and_time(col("id")).alias("span"))
 
 
-def _run(spark: Any, tag: str, tasks: int, task_seconds: float, out: list[TaskSpan],
-         errors: list[BaseException]) -> None:
-    spark.addTag(tag)  # tags are per thread
+def _tagged(spark: Any, tag: str, job: Callable[[], Any], errors: list[BaseException]) -> Any:
+    """`job()` under the session tag `tag` (tags are per thread), its error kept in `errors`."""
+    spark.addTag(tag)
     try:
-        for row in _probe_job(spark, tasks, task_seconds).collect():
-            start, end = (float(x) for x in row["span"].split(","))
-            out.append(TaskSpan(tag, start, end))
+        return job()
     except BaseException as error:  # noqa: BLE001 - reported to the caller
         errors.append(error)
+        return None
     finally:
         spark.removeTag(tag)
+
+
+def _run(spark: Any, tag: str, tasks: int, task_seconds: float, out: list[TaskSpan],
+         errors: list[BaseException]) -> None:
+    for row in _tagged(spark, tag, _probe_job(spark, tasks, task_seconds).collect, errors) or []:
+        start, end = (float(x) for x in row["span"].split(","))
+        out.append(TaskSpan(tag, start, end))
+
+
+@contextmanager
+def _warm_sessions(url: str, cores: int) -> Iterator[tuple[Any, Any]]:
+    """Two client sessions whose Python workers are up (so the clock starts on scheduling alone),
+    stopped on exit."""
+    from pyspark.sql import SparkSession
+
+    first, second = (SparkSession.builder.remote(url).create() for _ in range(2))
+    try:
+        for session in (first, second):
+            _probe_job(session, cores, 0.0).collect()
+        yield first, second
+    finally:
+        first.stop()
+        second.stop()
 
 
 def most_at_once(spans: list[TaskSpan], attempt: str, since: float, until: float) -> int:
@@ -83,23 +106,15 @@ def most_at_once(spans: list[TaskSpan], attempt: str, since: float, until: float
 def share_cores(url: str, *, cores: int = 2, task_seconds: float = 1.0, a_tasks: int = 8, b_tasks: int = 4,
                 b_delay: float = 0.5) -> Sharing:
     """Attempt a (``a_tasks`` tasks) fills the server; attempt b comes `b_delay` s later."""
-    from pyspark.sql import SparkSession
-
-    a, b = (SparkSession.builder.remote(url).create() for _ in range(2))
     spans: list[TaskSpan] = []
     errors: list[BaseException] = []
-    try:
-        for session in (a, b):  # Python workers up before the clock starts
-            _probe_job(session, cores, 0.0).collect()
+    with _warm_sessions(url, cores) as (a, b):
         first = threading.Thread(target=_run, args=(a, "a", a_tasks, task_seconds, spans, errors))
         first.start()
         time.sleep(b_delay)
         b_submitted = time.time()
         _run(b, "b", b_tasks, task_seconds, spans, errors)
         first.join()
-    finally:
-        a.stop()
-        b.stop()
     if errors:
         raise errors[0]
     b_spans = [s for s in spans if s.attempt == "b"]
@@ -114,40 +129,23 @@ def free_cores_after_cancel(url: str, *, cores: int = 2, hold_seconds: float = 3
     """Seconds from interrupting an attempt that holds every core to a new job having all its tasks
     running (each new task sleeps 1 s, so all `cores` of them overlap only if every core is free).
     The holder's tasks sleep in Python (`python`) or spin in the JVM."""
-    from pyspark.sql import SparkSession
-
-    doomed, next_one = (SparkSession.builder.remote(url).create() for _ in range(2))
     spans: list[TaskSpan] = []
     errors: list[BaseException] = []
-    try:
-        for session in (doomed, next_one):  # Python workers up before the clock starts
-            _probe_job(session, cores, 0.0).collect()
-        holder = threading.Thread(target=_hold, args=(doomed, cores, python, errors))
+    with _warm_sessions(url, cores) as (doomed, next_one):
+        if python:
+            hold = _probe_job(doomed, cores, 600.0).collect
+        else:
+            hold = doomed.range(0, 10**13, 1, cores).filter("id % 1000000007 = -1").count
+        holder = threading.Thread(target=_tagged, args=(doomed, "doomed", hold, errors))
         holder.start()
         time.sleep(hold_seconds)
         interrupted = time.time()
         doomed.interruptTag("doomed")
         _run(next_one, "next", cores, 1.0, spans, [])
         holder.join(60)
-    finally:
-        doomed.stop()
-        next_one.stop()
     if not errors:
         raise RuntimeError("the interrupted job finished instead of being cancelled")
     return max(s.start for s in spans) - interrupted
-
-
-def _hold(spark: Any, cores: int, python: bool, errors: list[BaseException]) -> None:
-    spark.addTag("doomed")
-    try:
-        if python:
-            _probe_job(spark, cores, 600.0).collect()
-        else:
-            spark.range(0, 10**13, 1, cores).filter("id % 1000000007 = -1").count()
-    except BaseException as error:  # noqa: BLE001 - the interruption is what the caller waits for
-        errors.append(error)
-    finally:
-        spark.removeTag("doomed")
 
 
 __all__ = ["Sharing", "TaskSpan", "free_cores_after_cancel", "most_at_once", "share_cores"]

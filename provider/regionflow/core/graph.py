@@ -202,13 +202,25 @@ class JobGraph:
 
     def validate(self) -> "JobGraph":
         """Raise `JobGraphError` for the first problem found; return self when the graph is sound."""
+        self._check_names()
+        for vertex in self.vertices.values():
+            _check_vertex(vertex)
+        return self._check_links()
+
+    def validate_structure(self) -> "JobGraph":
+        """`validate` without each vertex's own fields, for a caller that checked them against the
+        vertex model already (the JSON spec reader): duplicates, edges, cycles."""
+        self._check_names()
+        return self._check_links()
+
+    def _check_names(self) -> None:
         if self._duplicate_names:
             name = self._duplicate_names[0]
             raise JobGraphError(f"duplicate vertex name {name!r}; every vertex needs a unique name")
         if not self.vertices:
             raise JobGraphError(f"job {self.name!r} has no vertices; add at least one vertex")
-        for vertex in self.vertices.values():
-            _check_vertex(vertex)
+
+    def _check_links(self) -> "JobGraph":
         for edge in self.edges:
             self._check_edge(edge)
         self.topological_order()

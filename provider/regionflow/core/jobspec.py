@@ -94,14 +94,18 @@ def graph_from_spec(spec: Any, name: str | None = None) -> JobGraph:
         keys = entry.get("keys", [])
         graph.connect(entry["src"], entry["dst"], entry["distribution"], entry.get("exchange"),
                       [keys] if isinstance(keys, str) else keys)
-    return graph.validate()
+    return graph.validate_structure()  # each vertex passed VERTEX above
+
+
+# JOB without its items: the top level is checked first, then each vertex and edge is checked as it is
+# added, with its id in the path
+_JOB_TOP = Model(JOB.name, JOB.doc, tuple(Field(f.name, f.kind, f.doc, required=f.required, non_empty=f.non_empty)
+                                          for f in JOB.fields))
 
 
 def _check_top_level(spec: Mapping[str, Any]) -> None:
     """The job-level keys; the vertices and edges are checked one by one, naming each."""
-    top = Model(JOB.name, JOB.doc, tuple(Field(f.name, f.kind, f.doc, required=f.required, non_empty=f.non_empty)
-                                          for f in JOB.fields))
-    top.validate(spec, "")
+    _JOB_TOP.validate(spec, "")
     if not spec["vertices"]:
         raise SpecError("vertices is empty; a job needs at least one vertex")
 

@@ -42,7 +42,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from ..core.errors import SpecError
 from ..core.resources import ResourceProfile
 from ..core.schema import did_you_mean
-from .hostspec import HOST, MAX_CORE_ID, MAX_SLOTS_PER_HOST
+from .hostspec import HOST, MAX_CORE_ID, MAX_SLOTS_PER_HOST, SLOT
 
 DEFAULT_HEAP_MIB_PER_SLOT = 1024
 
@@ -58,8 +58,9 @@ _PLAIN_FIELDS = ("slots", "master", "affinity")
 _EXPECTED_FIELDS = (
     "slots, cpu, mem (heap), off_heap, managed, gpu, ext.<name>, slot_<any of those>, master, affinity"
 )
-_KNOWN_FIELD_NAMES = ("slots", "cpu", "mem", "heap", "off_heap", "managed", "gpu", "master", "affinity",
-                      "slot_cpu", "slot_mem", "slot_heap", "slot_off_heap", "slot_managed", "slot_gpu")
+# the flat field names of the text form, from the host model (for "did you mean")
+_KNOWN_FIELD_NAMES = tuple(f.name for f in HOST.fields if f.name not in ("name", "slot", "ext")) + tuple(
+    f"slot_{f.name}" for f in SLOT.fields if f.name != "ext")
 _EPS = 1e-9
 
 

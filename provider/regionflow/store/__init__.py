@@ -8,7 +8,7 @@ plugin share this store instead. Import-safe everywhere: no Airflow and no PySpa
 """
 from __future__ import annotations
 
-from .engine import DEFAULT_BUSY_TIMEOUT_S, default_url, mask_url
+from .engine import DEFAULT_BUSY_TIMEOUT_S, default_url, mask_url, store_exists
 from .errors import SlotConflictError, StateTransitionError, StoreError, UnknownRecordError
 from .ledger import RegionflowStore
 from .models import SCHEMA_VERSION
@@ -28,6 +28,7 @@ from .records import (
     MetricRecord,
     admission_of,
     bulk_id_for,
+    dag_id_of_job,
     job_id_for,
 )
 
@@ -36,5 +37,5 @@ __all__ = [
     "DEFAULT_BUSY_TIMEOUT_S", "GRANT_TRANSITIONS", "SCHEMA_VERSION", "AttemptRecord",
     "AttemptState", "BlockRecord", "CommitRecord", "GrantRecord", "GrantState", "MetricRecord",
     "RegionflowStore", "SlotConflictError", "StateTransitionError", "StoreError", "UnknownRecordError",
-    "admission_of", "bulk_id_for", "default_url", "job_id_for", "mask_url",
+    "admission_of", "bulk_id_for", "dag_id_of_job", "default_url", "job_id_for", "mask_url", "store_exists",
 ]

@@ -65,6 +65,16 @@ def parse_url(url: str) -> URL:
         ) from None
 
 
+def store_exists(url: str) -> bool:
+    """False for a SQLite store whose file does not exist yet (opening it would create it); True for
+    any other URL. Read-only callers check it so that a mistyped URL creates nothing."""
+    parsed = parse_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.query.get("uri"):
+        return True
+    database = parsed.database or ""
+    return database not in ("", ":memory:") and os.path.exists(database)
+
+
 def build_engine(url: URL, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Engine:
     """An engine for `url`; SQLite files get the multi-process settings described above."""
     try:

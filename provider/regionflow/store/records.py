@@ -64,6 +64,11 @@ def job_id_for(dag_id: str, run_id: str) -> str:
     return f"{dag_id}/{run_id}"
 
 
+def dag_id_of_job(job_id: str) -> str:
+    """The DAG id of a `job_id_for` job."""
+    return job_id.partition("/")[0]
+
+
 def bulk_id_for(ti_id: Any, try_number: int, admission: int = 1) -> str:
     """The bulk of one admission of one task instance try.
 
@@ -202,5 +207,5 @@ class MetricRecord:
 __all__ = [
     "ATTEMPT_END_STATES", "COPY_OPEN_STATES", "COPY_TRANSITIONS", "GRANT_TRANSITIONS", "AttemptRecord",
     "AttemptState", "BlockRecord", "CommitRecord", "CopyRequestRecord", "CopyState", "GrantRecord", "GrantState",
-    "MetricRecord", "Slot", "admission_of", "bulk_id_for", "job_id_for",
+    "MetricRecord", "Slot", "admission_of", "bulk_id_for", "dag_id_of_job", "job_id_for",
 ]

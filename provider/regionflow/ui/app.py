@@ -19,7 +19,6 @@ bearer token from ``POST /auth/token``) and ``requires_access_dag``; nothing her
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query
@@ -40,24 +39,20 @@ def _config() -> Any:
     return RegionflowConfig.from_airflow()
 
 
-@functools.lru_cache(maxsize=1)
+_stores: dict[str, Any] = {}
+
+
 def _store() -> Any:
     """regionflow's store, or None while a SQLite store does not exist yet (nothing ran): a page is
-    no reason to create one."""
-    from ..store import RegionflowStore
+    no reason to create one. Once it exists it is opened once per process."""
+    from ..store import RegionflowStore, store_exists
 
     url = _config().store_url
-    if url.startswith("sqlite:///") and not os.path.exists(url[len("sqlite:///"):].partition("?")[0]):
-        return None
-    return RegionflowStore.from_config(url)
-
-
-def _empty_store_view() -> dict[str, Any]:
-    cluster = _config().cluster
-    return {"hosts": [{"name": h.name, "slots": h.slots, "used": 0, "free": h.slots, "master": h.spark.master,
-                       "slot_profile": str(h.slot_profile)} for h in cluster],
-            "slots": {"total": cluster.total_slots, "used": 0, "free": cluster.total_slots},
-            "blocklist": [], "queue": [], "queue_hidden": 0, "grants": []}
+    if url not in _stores:
+        if not store_exists(url):
+            return None
+        _stores[url] = RegionflowStore.from_config(url)
+    return _stores[url]
 
 
 def build_app() -> FastAPI:
@@ -67,18 +62,14 @@ def build_app() -> FastAPI:
 
     @app.get("/api/cluster")
     def cluster(user: GetUserDep) -> dict[str, Any]:
-        store = _store()
-        if store is None:
-            return _empty_store_view()
         readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
-        return cluster_view(store, _config().cluster, may_see=readable.__contains__)
+        return cluster_view(_store(), _config().cluster, may_see=readable.__contains__)
 
     @app.get("/api/dags/{dag_id}/runs/{run_id}/attempts",
              dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))])
     def attempts(dag_id: str, run_id: str, task_id: str | None = Query(default=None)) -> dict[str, Any]:
-        store = _store()
-        view = run_view(store, dag_id, run_id, task_id) if store is not None else None
-        if view is None or not view["tasks"]:
+        view = run_view(_store(), dag_id, run_id, task_id)
+        if not view["tasks"]:
             task = f" task {task_id!r}" if task_id else ""
             raise HTTPException(404, f"regionflow has no attempts of DAG {dag_id!r} run {run_id!r}{task}; "
                                      f"check the ids (only region tasks run by the RegionExecutor have attempts)")

@@ -12,29 +12,30 @@ from typing import Any, Callable, Iterable
 
 from ..scheduling.hosts import Cluster
 from ..scheduling.speculation import METRIC_PREFIX
-from ..store import RegionflowStore, job_id_for
+from ..store import RegionflowStore, dag_id_of_job, job_id_for
 from ..store.records import GrantRecord
 
 DagFilter = Callable[[str], bool]
 
 
-def cluster_view(store: RegionflowStore, cluster: Cluster, *, may_see: DagFilter = lambda dag_id: True,
+def cluster_view(store: RegionflowStore | None, cluster: Cluster, *, may_see: DagFilter = lambda dag_id: True,
                  now: float | None = None) -> dict[str, Any]:
     """The slot pool as the store records it: per host its slots used and free, the blocklist, the
     FIFO queue (oldest first) with each waiting region's request, age and why it waits, and the
-    grants per DAG run. Grants and queue entries of DAGs the user may not see are counted, not shown."""
+    grants per DAG run. Grants and queue entries of DAGs the user may not see are counted, not shown.
+    No store yet (None): nothing is granted or waiting."""
     now = time.time() if now is None else now
-    live = store.live_grants()
+    live = store.live_grants() if store is not None else []
     used: dict[str, int] = defaultdict(int)
     for grant in live:
         for host, _ in grant.slots:
             used[host] += 1
-    blocks = store.active_blocks(now)
+    blocks = store.active_blocks(now) if store is not None else []
     hosts: list[dict[str, Any]] = [{"name": host.name, "slots": host.slots, "used": used.get(host.name, 0),
               "free": max(0, host.slots - used.get(host.name, 0)), "master": host.spark.master,
               "slot_profile": str(host.slot_profile)} for host in cluster]
     free_total = sum(h["free"] for h in hosts)
-    waiting = sorted(store.waiting_grants(), key=lambda g: (g.submitted_at, g.bulk_id))
+    waiting = sorted(store.waiting_grants() if store is not None else [], key=lambda g: (g.submitted_at, g.bulk_id))
     queue, hidden = [], 0
     for position, grant in enumerate(waiting, start=1):
         if not may_see(grant.dag_id):
@@ -56,7 +57,7 @@ def cluster_view(store: RegionflowStore, cluster: Cluster, *, may_see: DagFilter
         "slots": {"total": cluster.total_slots, "used": sum(h["used"] for h in hosts), "free": free_total},
         "blocklist": [{"job_id": b.job_id, "host": b.host, "reason": b.reason,
                        "expires_in_s": round(b.remaining_s(now), 1)} for b in sorted(blocks, key=lambda b: b.added_at)
-                      if may_see(b.job_id.split("/", 1)[0])],
+                      if may_see(dag_id_of_job(b.job_id))],
         "queue": queue,
         "queue_hidden": hidden,
         "grants": [{"dag_id": dag_id, "run_id": run_id, "grants": grants}
@@ -85,9 +86,11 @@ def _why_waiting(grant: GrantRecord, position: int, cluster: Cluster, free_total
     return f"not enough free slots: needs {wanted}, {free_total} free"
 
 
-def run_view(store: RegionflowStore, dag_id: str, run_id: str, task_id: str | None = None) -> dict[str, Any]:
+def run_view(store: RegionflowStore | None, dag_id: str, run_id: str, task_id: str | None = None) -> dict[str, Any]:
     """Per region task of one DAG run: its speculation metrics (newest values), attempts (host, start,
-    end, state, winner) and copy requests; and the run's blocklist entries."""
+    end, state, winner) and copy requests; and the run's blocklist entries. No store yet: no tasks."""
+    if store is None:
+        return {"dag_id": dag_id, "run_id": run_id, "tasks": {}, "blocklist": []}
     winners = {c.unit_key: c.winner_attempt for c in store.commits(dag_id, run_id)}
     tasks: dict[str, dict[str, Any]] = {}
 
