@@ -33,7 +33,12 @@ INSTALL_REQUIRES = [
     "SQLAlchemy>=2.0.50,<2.1",
 ]
 
-TEST_REQUIRES = [
+# [tpch]: TPC-H data generated offline (CALL dbgen) and its official answers (tpch_answers()); the two
+# wheels must carry the same version.
+DUCKDB_VERSION = "1.5.5"
+TPCH_REQUIRES = [f"duckdb=={DUCKDB_VERSION}", f"duckdb-extension-tpch=={DUCKDB_VERSION}"]
+
+TEST_REQUIRES = TPCH_REQUIRES + [
     "pytest>=8.3,<10",
     "pytest-timeout>=2.3,<3",
     "hypothesis>=6.100,<7",
@@ -56,7 +61,7 @@ setup(
     include_package_data=True,
     zip_safe=False,
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "tpch": TPCH_REQUIRES},
     entry_points={
         "console_scripts": ["regionflow=regionflow.cli:main"],
         "apache_airflow_provider": ["provider_info=regionflow:get_provider_info"],

@@ -7,20 +7,21 @@ from regionflow.examples import orders
 
 
 def clean_slowly_in_first_attempt(spark, inputs, ctx):
-    """Like the example's clean, but the first attempt of clean#0 crawls, so it can be killed mid-write."""
+    """Like the example's clean, but its first attempt crawls (in the unit that computes clean#0), so
+    it can be killed mid-write."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
     frame = orders.clean_orders(spark, inputs, ctx)
-    if ctx.attempt_id.startswith("a1-") and ctx.subtask_index == 0:
+    if ctx.attempt_id.startswith("a1-") and 0 in ctx.subtasks:
         crawl = F.udf(lambda value: (time.sleep(0.003), value)[1], LongType())
         frame = frame.withColumn("order_id", crawl("order_id"))
     return frame
 
 
 def clean_that_raises(spark, inputs, ctx):
-    if ctx.subtask_index == 1:
-        raise ValueError(f"negative amount in order {ctx.subtask_index * 1000 + 42}")
+    if 1 in ctx.subtasks:
+        raise ValueError("negative amount in order 1042")
     return orders.clean_orders(spark, inputs, ctx)
 
 
@@ -31,3 +32,38 @@ def slow_job():
 
 def raising_job():
     return orders.build_job(sink="raising/totals", name="orders_raising", functions={"clean": clean_that_raises})
+
+
+def enrich_without_key(spark, inputs, ctx):
+    """Drops customer_id, which the HASH edge enrich -> totals is keyed by."""
+    return orders.enrich_orders(spark, inputs, ctx).drop("customer_id")
+
+
+def enrich_not_a_frame(spark, inputs, ctx):
+    return {"rows": 3}
+
+
+def enrich_fails_in_first_attempt(spark, inputs, ctx):
+    """Fails inside a Spark job (while its output is written) in attempt 1, works in attempt 2."""
+    from pyspark.sql import functions as F
+
+    frame = orders.enrich_orders(spark, inputs, ctx)
+    if ctx.attempt_id.startswith("a1-"):
+        frame = frame.withColumn("amount_cents", F.when(F.col("amount_cents") > 0, F.raise_error(
+            F.lit("enrich: injected failure in attempt 1"))).otherwise(F.col("amount_cents")))
+    return frame
+
+
+def missing_key_job():
+    return orders.build_job(sink="missing_key/totals", name="orders_missing_key",
+                            functions={"enrich": enrich_without_key})
+
+
+def not_a_frame_job():
+    return orders.build_job(sink="not_a_frame/totals", name="orders_not_a_frame",
+                            functions={"enrich": enrich_not_a_frame})
+
+
+def flaky_enrich_job():
+    return orders.build_job(sink="flaky/totals", name="orders_flaky",
+                            functions={"enrich": enrich_fails_in_first_attempt})

@@ -106,7 +106,7 @@ def test_failing_vertex_names_vertex_subtask_and_error_and_commits_nothing(tmp_p
     with pytest.raises(RunFailed) as failure:
         run_job(job, "all-pipelined", tmp_path, 4, retries=1)
     message = str(failure.value)
-    assert "'clean'" in message and "clean#1" in message and "ValueError" in message
+    assert "'clean'" in message and "clean#0-3" in message and "ValueError" in message
     assert "negative amount in order 1042" in message and "failed 2 time(s)" in message
     run_dir = next(d for d in os.listdir(tmp_path) if d.startswith("run-"))
     assert not os.path.exists(os.path.join(tmp_path, run_dir, "units"))

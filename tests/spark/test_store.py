@@ -47,7 +47,7 @@ def fill_attempt(store, unit, attempt, producers=(0, 1)):
     """What a region program leaves in its attempt dir: one file per blocking partition."""
     folder = store.attempt_dir(unit, attempt)
     for producer in producers:
-        write(os.path.join(folder, f"e0/p{producer}/part-0.parquet"), attempt)
+        write(os.path.join(folder, f"e0/_rf_group={producer}/part-0.parquet"), attempt)
     return folder
 
 
@@ -58,7 +58,7 @@ def test_layout_and_attempt_invisible_until_commit(store, tmp_path):
     folder = fill_attempt(store, "src-0", "a1")
     root = str(tmp_path / "data" / "run-1")
     assert folder == f"{root}/_attempts/src-0/a1"
-    assert store.partition_path("src-0", 0, 1) == f"{root}/units/src-0/e0/p1"
+    assert store.partition_path("src-0", 0, 1) == f"{root}/units/src-0/e0/_rf_group=1"
     assert store.committed("src-0") is None and not store.is_committed("src-0")
     assert not os.path.exists(store.partition_path("src-0", 0, 1))
 
@@ -192,11 +192,11 @@ def test_cleanup_stale_attempts_after_the_winner_is_known(store):
 
 def test_release_deletes_committed_partitions_and_counts_bytes(store):
     folder = store.attempt_dir("u", "a")
-    write(os.path.join(folder, "e3/p7/part-0.parquet"), "0123456789")
-    write(os.path.join(folder, "e3/p8/part-0.parquet"), "01234")
+    write(os.path.join(folder, "e3/_rf_group=7/part-0.parquet"), "0123456789")
+    write(os.path.join(folder, "e3/_rf_group=8/part-0.parquet"), "01234")
     store.commit("u", "a", {})
 
-    assert store.release_partitions("u", 3, [7]) == 10
+    assert store.release([store.partition_path("u", 3, 7)]) == 10
     assert not os.path.exists(store.partition_path("u", 3, 7))
     assert os.path.exists(store.partition_path("u", 3, 8))
     assert store.release([store.partition_path("u", 3, 8), store.partition_path("u", 3, 9)]) == 5
@@ -254,10 +254,10 @@ def test_file_uri_data_dir(tmp_path):
     store.check_writable()
     fill_attempt_uri = store.attempt_dir("u", "a")
     assert fill_attempt_uri == f"file://{tmp_path}/data/r/_attempts/u/a"
-    write(f"{tmp_path}/data/r/_attempts/u/a/e0/p0/part-0.parquet", "a")
+    write(f"{tmp_path}/data/r/_attempts/u/a/e0/_rf_group=0/part-0.parquet", "a")
     assert store.commit("u", "a", {}).won
-    assert store.partition_path("u", 0, 0) == f"file://{tmp_path}/data/r/units/u/e0/p0"
-    assert os.path.exists(f"{tmp_path}/data/r/units/u/e0/p0/part-0.parquet")
+    assert store.partition_path("u", 0, 0) == f"file://{tmp_path}/data/r/units/u/e0/_rf_group=0"
+    assert os.path.exists(f"{tmp_path}/data/r/units/u/e0/_rf_group=0/part-0.parquet")
 
 
 def test_filesystem_for():
@@ -309,7 +309,7 @@ def data_files(path):
 
 def test_staging_dir_is_inside_the_attempt(store):
     folder = store.attempt_dir("u", "a")
-    assert SinkCommitter.staging_dir(folder, "out", 3) == f"{folder}/_sink/out/s3"
+    assert SinkCommitter.staging_dir(folder, "out", 3) == f"{folder}/_sink/out/_rf_subtask=3"
 
 
 def test_sink_of_another_job_is_refused_before_anything_is_written(tmp_path):
@@ -450,7 +450,7 @@ def test_publish_needs_exactly_one_staged_file(store, tmp_path):
     store.commit("u", "a", {})
     committer = SinkCommitter(str(tmp_path / "out"), "job", "run-1")
     committer.claim()
-    with pytest.raises(StoreError, match=r"subtask 0: expected exactly one part-\*.parquet .* found 2.*coalesce\(1\)"):
+    with pytest.raises(StoreError, match=r"subtask 0: expected exactly one part-\*.parquet .* found 2.*one file per subtask"):
         committer.publish(store.committed("u").path, "out", [0])
     with pytest.raises(StoreError, match="subtask 1: expected exactly one .* found 0"):
         committer.publish(store.committed("u").path, "out", [1])
@@ -487,7 +487,7 @@ def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
     for iteration in range(6):
         unit, results = f"u{iteration}", {}
         for attempt in ("a1", "a2"):
-            fs.write_text(f"{store.attempt_dir(unit, attempt)}/e0/p0/part-0.txt", attempt)
+            fs.write_text(f"{store.attempt_dir(unit, attempt)}/e0/_rf_group=0/part-0.txt", attempt)
         barrier = threading.Barrier(2)
 
         def commit(attempt):
@@ -508,7 +508,7 @@ def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
 
     # a real parquet partition, read back through the committed path only
     frame = spark.range(5).withColumnRenamed("id", "v")
-    frame.write.parquet(f"{store.attempt_dir('late', 'a1')}/e0/p0")
+    frame.write.parquet(f"{store.attempt_dir('late', 'a1')}/e0/_rf_group=0")
     assert store.commit("late", "a1", {}).won
     assert sorted(r.v for r in spark.read.parquet(store.partition_path("late", 0, 0)).collect()) == list(range(5))
 
@@ -522,7 +522,7 @@ def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
     result = store.commit("late", "a2", {})
     assert not result.won and result.winner == "a1"
     assert "a2" not in fs.list_dir(store.unit_path("late"))
-    assert store.release_partitions("late", 0, [0]) > 0
+    assert store.release([store.partition_path("late", 0, 0)]) > 0
     assert not fs.exists(store.partition_path("late", 0, 0)) and store.is_committed("late")
 
 

@@ -3,6 +3,8 @@
     orders(4) -FORWARD-> clean(4) -RESCALE-> enrich(2) -HASH(customer_id)-> totals(3, sink)
                          products(1) -BROADCAST-^
 
+Each function is called once per vertex and unit with whole DataFrames (see `regionflow.spark.api`);
+the sources take their share of the ids with `ctx.range`.
 Input data is generated deterministically from ids (no downloads); money is in integer cents so
 that sums are exact whatever the partitioning, and the sink checksum is the same in every exchange
 mode and in the plain reference run.
@@ -23,9 +25,8 @@ DEFAULT_SINK = "orders/totals"  # relative: resolved under the run's data dir
 def generate_orders(spark, inputs, ctx):
     from pyspark.sql import functions as F
 
-    start, end = ctx.split(ORDER_COUNT)
     order_id = F.col("id")
-    return spark.range(start, end, numPartitions=1).select(
+    return ctx.range(spark, ORDER_COUNT).select(
         order_id.alias("order_id"),
         (order_id * 7919 % CUSTOMERS).alias("customer_id"),
         (order_id * 104729 % PRODUCTS).alias("product_id"),
@@ -37,8 +38,7 @@ def generate_orders(spark, inputs, ctx):
 def generate_products(spark, inputs, ctx):
     from pyspark.sql import functions as F
 
-    start, end = ctx.split(PRODUCTS)
-    return spark.range(start, end, numPartitions=1).select(
+    return ctx.range(spark, PRODUCTS).select(
         F.col("id").alias("product_id"),
         F.concat(F.lit("category-"), (F.col("id") % CATEGORIES).cast("string")).alias("category"),
     )
@@ -89,6 +89,23 @@ def build_job(sink: str = DEFAULT_SINK, orders_parallelism: int = 4, name: str =
 
 
 job = build_job()
+
+
+def scaled_job() -> JobGraph:
+    """The example at one parallelism P for every vertex but products (``REGIONFLOW_ORDERS_PARALLELISM``,
+    default 4): ``benchmarks/scale.py`` runs it at P = 4 ... 1024."""
+    parallelism = int(os.environ.get("REGIONFLOW_ORDERS_PARALLELISM", "4"))
+    graph = JobGraph(f"orders_p{parallelism}")
+    graph.add_vertex("orders", parallelism, fn=generate_orders)
+    graph.add_vertex("products", 1, fn=generate_products)
+    graph.add_vertex("clean", parallelism, fn=clean_orders)
+    graph.add_vertex("enrich", parallelism, fn=enrich_orders)
+    graph.add_vertex("totals", parallelism, fn=total_by_customer, sink=f"orders_p{parallelism}/totals")
+    graph.connect("orders", "clean", "forward")
+    graph.connect("clean", "enrich", "rescale")
+    graph.connect("products", "enrich", "broadcast")
+    graph.connect("enrich", "totals", "hash", keys=["customer_id"])
+    return graph.validate()
 
 
 def count_per_customer(spark, inputs, ctx):

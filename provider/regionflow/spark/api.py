@@ -1,34 +1,100 @@
 """What a vertex function sees: ``fn(spark, inputs, ctx) -> DataFrame``.
 
-`inputs` maps each upstream vertex name to the DataFrame of the partitions this subtask consumes
-(a second edge from the same vertex appears as ``"<name>[<edge index>]"``). `ctx` is a
-`TaskContext`: which subtask this is, of how many, in which attempt and region; a source uses
-`ctx.split(total)` to pick its share of the input.
+A vertex function is called **once per vertex and unit** (a unit is one Spark submission: a region,
+or a shard of a logical region's regions), not once per subtask. The subtasks the unit computes are
+the partitions of that one Spark computation, so the cost of a vertex does not grow with its
+parallelism.
+
+`inputs` maps each upstream vertex name to one DataFrame holding everything the unit's subtasks of
+this vertex consume (a second edge from the same vertex appears as ``"<name>[<edge index>]"``),
+already distributed as the edge says:
+
+- HASH(keys): repartitioned by the keys into one partition per subtask (Spark's hash partitioning,
+  the same ``pmod(hash(keys), n)`` the partition store buckets by), so a ``groupBy`` or ``join`` on
+  those keys needs no further shuffle;
+- FORWARD and RESCALE (pointwise): the producer's partitions, coalesced or spread to this vertex's
+  subtask count;
+- REBALANCE: spread round-robin over the subtasks;
+- BROADCAST: the producer's whole output (wrap it in ``F.broadcast`` to make Spark broadcast it).
+
+`ctx` is a `TaskContext`: which subtasks of how many this call computes, in which attempt and
+region. A source takes its share of the input with `ctx.range` (generated ids) or `ctx.share`
+(a table read whole), so that the units of one vertex never produce the same rows twice.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
 class TaskContext:
+    """The subtasks ``[first, end)`` of one vertex that one call of its function computes."""
+
     job: str
     vertex: str
-    subtask_index: int
+    first: int
+    end: int
     parallelism: int
     attempt_id: str
     region: str
     run_id: str
 
     @property
+    def subtasks(self) -> range:
+        return range(self.first, self.end)
+
+    @property
+    def subtask_count(self) -> int:
+        """How many subtasks (partitions) this call computes."""
+        return self.end - self.first
+
+    @property
+    def whole(self) -> bool:
+        """True when this call computes every subtask of the vertex."""
+        return self.first == 0 and self.end == self.parallelism
+
+    @property
     def subtask(self) -> str:
-        return f"{self.vertex}#{self.subtask_index}"
+        """A name for log and error messages: ``vertex#3`` or ``vertex#0-7``."""
+        if self.subtask_count == 1:
+            return f"{self.vertex}#{self.first}"
+        return f"{self.vertex}#{self.first}-{self.end - 1}"
 
     def split(self, total: int) -> tuple[int, int]:
-        """This subtask's half-open share [start, end) of `total` items, split evenly."""
-        return self.subtask_index * total // self.parallelism, (self.subtask_index + 1) * total // self.parallelism
+        """The half-open share ``[start, end)`` of `total` items that this call's subtasks own, when
+        the items are split evenly over all the vertex's subtasks."""
+        return self.first * total // self.parallelism, self.end * total // self.parallelism
+
+    def range(self, spark: Any, total: int):
+        """``spark.range`` over this call's share of ``total`` ids, one partition per subtask."""
+        start, end = self.split(total)
+        return spark.range(start, end, numPartitions=max(1, self.subtask_count))
+
+    def share(self, frame: Any, *columns: str):
+        """This call's share of a frame every unit reads whole (a table scan): the rows whose
+        ``pmod(hash(columns), parallelism)`` is one of its subtasks; the frame itself when the call
+        computes every subtask."""
+        if self.whole:
+            return frame
+        if not columns:
+            raise ValueError(f"vertex {self.vertex!r}: ctx.share(frame) needs the columns to split the rows by, "
+                             f"e.g. ctx.share(frame, 'l_orderkey')")
+        from pyspark.sql import functions as F
+
+        bucket = F.pmod(F.hash(*[F.col(c) for c in columns]), F.lit(self.parallelism))
+        return frame.where((bucket >= self.first) & (bucket < self.end))
+
+    @property
+    def subtask_column(self):
+        """A Column with each row's subtask index: ``first + spark_partition_id()``. Exact for the
+        partitions regionflow hands in (a HASH input in a call that computes every subtask, a
+        pointwise input, `range`); after a function's own shuffle it is only a partition number."""
+        from pyspark.sql import functions as F
+
+        return F.spark_partition_id() + F.lit(self.first)
 
 
-def reference_context(job: str, vertex: str, run_id: str) -> TaskContext:
-    """The context of the single subtask a vertex runs as in `regionflow run --reference`."""
-    return TaskContext(job, vertex, 0, 1, "reference", "reference", run_id)
+def reference_context(job: str, vertex: str, run_id: str, parallelism: int = 1) -> TaskContext:
+    """The context of a vertex run whole in `regionflow run --reference` (plain PySpark)."""
+    return TaskContext(job, vertex, 0, parallelism, parallelism, "reference", "reference", run_id)

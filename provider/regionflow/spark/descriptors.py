@@ -57,7 +57,6 @@ def serialise(locations: Iterable[PartitionLocation]) -> bytes:
     host_column: list[int] = []
     dir_column: list[int] = []
     leaves: list[str] = []
-    usual_leaves = True
     for producer, host, path in locations:
         cut = path.rfind("/") + 1
         directory, leaf = path[:cut], path[cut:]
@@ -65,7 +64,6 @@ def serialise(locations: Iterable[PartitionLocation]) -> bytes:
         host_column.append(hosts.setdefault(host, len(hosts)))
         dir_column.append(dirs.setdefault(directory, len(dirs)))
         leaves.append(leaf)
-        usual_leaves = usual_leaves and leaf == f"p{producer}"
     prefix = os.path.commonprefix(list(dirs)) if dirs else ""
     document = {
         "v": FORMAT_VERSION,
@@ -76,7 +74,7 @@ def serialise(locations: Iterable[PartitionLocation]) -> bytes:
         "producers": _to_ranges(producers),
         "host": host_column,
         "dir": dir_column,
-        "leaf": None if usual_leaves else leaves,
+        "leaf": _leaf_column(producers, leaves),
     }
     return json.dumps(document, separators=(",", ":")).encode("utf-8")
 
@@ -88,11 +86,25 @@ def deserialise(data: bytes) -> list[PartitionLocation]:
     producers = [p for start, count in document["producers"] for p in range(start, start + count)]
     hosts = document["hosts"]
     dirs = [document["prefix"] + directory for directory in document["dirs"]]
-    leaves = document["leaf"] or [f"p{producer}" for producer in producers]
+    leaf = document["leaf"]
+    if leaf is None:  # the layout before partition-group datasets: one directory per producer
+        leaves = [f"p{producer}" for producer in producers]
+    else:
+        leaves = [leaf] * len(producers) if isinstance(leaf, str) else leaf
     columns = (producers, document["host"], document["dir"], leaves)
     if any(len(column) != document["n"] for column in columns):
         raise ValueError(f"descriptor columns disagree on the location count {document['n']}")
     return [PartitionLocation(p, hosts[h], dirs[d] + leaf) for p, h, d, leaf in zip(*columns)]
+
+
+def _leaf_column(producers: list[int], leaves: list[str]) -> str | list[str] | None:
+    """One leaf shared by every location (a group's directory: the usual case), None for leaves that
+    are ``p<producer>``, else the whole column."""
+    if leaves and all(leaf == leaves[0] for leaf in leaves):
+        return leaves[0]
+    if all(leaf == f"p{producer}" for producer, leaf in zip(producers, leaves)):
+        return None
+    return leaves
 
 
 def _to_ranges(values: list[int]) -> list[list[int]]:
@@ -280,7 +292,7 @@ def bench_locations(parallelism: int, seed: int = 2026) -> list[PartitionLocatio
     unit_hosts = [f"h{rng.randrange(BENCH_HOSTS)}" for _ in range(-(-parallelism // BENCH_UNIT_SIZE))]
     return [
         PartitionLocation(p, unit_hosts[p // BENCH_UNIT_SIZE],
-                          f"{BENCH_ROOT}/source+sink-{p // BENCH_UNIT_SIZE}/e0/p{p}")
+                          f"{BENCH_ROOT}/source+sink-{p // BENCH_UNIT_SIZE}/e0/_rf_group=0")
         for p in range(parallelism)
     ]
 

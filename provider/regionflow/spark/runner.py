@@ -32,7 +32,7 @@ from .program import resolve_sink_path
 from .store import PartitionStore, SinkCommitter, local_path
 from .submit import SubmissionResult, build_py_files
 from .task import UnitTask
-from .unit import UnitLayout, job_modules, unit_submission
+from .unit import UnitLayout, default_conf, job_modules, unit_submission
 
 DEFAULT_RETRIES = 2
 
@@ -108,6 +108,10 @@ class RunOptions:
     run_id: str | None = None
     progress: Callable[[str], None] | None = print
     backend: str = "session"  # one Spark Connect server per host, started here; "submit": spark-submit each
+    # session backend: servers already up (shared by several runs: benchmarks, tests); the run neither
+    # starts nor stops them
+    servers: SessionServers | None = None
+    keep_partitions: bool = False  # keep blocking partitions after their consumers finished (benchmarks count them)
 
 
 class LocalRunner:
@@ -169,7 +173,7 @@ class LocalRunner:
                 self._on_result(unit, attempt, result)
         finally:
             self._kill_all()
-            if self.servers is not None:
+            if self.servers is not None and self.options.servers is None:
                 self.servers.stop()
         makespan = time.monotonic() - self.started
         return RunSummary(self.plan.graph.name, self.plan.mode.value, self.run_id, makespan,
@@ -201,6 +205,8 @@ class LocalRunner:
             return None
         if self.options.backend != "session":
             raise RunFailed(f"backend {self.options.backend!r} is unknown; use 'session' or 'submit'")
+        if self.options.servers is not None:
+            return self.options.servers
         servers = SessionServers(self.options.cluster, os.path.join(self.work_dir, "sessions"), base_port=None)
         began = time.monotonic()
         try:
@@ -292,6 +298,8 @@ class LocalRunner:
                 for g, _ in self.scheduler.consumed[unit]}
 
     def _release(self, groups: list[int]) -> None:
+        if self.options.keep_partitions:
+            return
         for group_index in groups:
             self.store.release(self.layout.partition_paths(group_index, self.store))
 
@@ -312,7 +320,9 @@ class LocalRunner:
 
 
 def run_reference(job_reference: str, plan: Plan, options: RunOptions) -> RunSummary:
-    """The same vertex functions as one plain PySpark program (one submission, no regions)."""
+    """The same vertex functions as one plain PySpark program (no regions): one spark-submit, or,
+    given `options.servers`, a client session of the first host's Spark Connect server (benchmarks
+    and tests compare both on the same server)."""
     run_id = options.run_id or f"reference-{uuid.uuid4().hex[:6]}"
     work_dir = os.path.join(local_path(options.data_dir), run_id)
     os.makedirs(work_dir, exist_ok=True)
@@ -321,6 +331,9 @@ def run_reference(job_reference: str, plan: Plan, options: RunOptions) -> RunSum
     task = UnitTask(job=job_reference, mode=plan.mode.value, run_id=run_id, data_dir=options.data_dir,
                     unit_key="reference", unit_name="reference", regions=[], attempt_id="reference",
                     host=host.name, reference=True, result_path=result_path)
+    if options.servers is not None:
+        return _reference_in_session(plan, task, options.servers.server(host.name).url,
+                                     default_conf(host.slots, options.job_conf))
     py_files = build_py_files(os.path.join(work_dir, "py"), job_modules(job_reference))
     submission = unit_submission(task, os.path.join(work_dir, "reference-task.json"), host, host.slots,
                                  options.job_conf, py_files,
@@ -332,6 +345,26 @@ def run_reference(job_reference: str, plan: Plan, options: RunOptions) -> RunSum
     with open(result_path, encoding="utf-8") as handle:
         sinks = json.load(handle)["sinks"]
     return RunSummary(plan.graph.name, plan.mode.value, run_id, time.monotonic() - started,
+                      sinks=sinks, reference=True)
+
+
+def _reference_in_session(plan: Plan, task: UnitTask, url: str, job_conf: dict[str, str]) -> RunSummary:
+    from pyspark.sql import SparkSession
+
+    from .program import run_reference as run_reference_program
+
+    started = time.monotonic()
+    spark = SparkSession.builder.remote(url).create()
+    try:
+        for key, value in job_conf.items():
+            if key.startswith("spark.sql."):
+                spark.conf.set(key, value)
+        sinks = run_reference_program(spark, plan, task)["sinks"]
+    except Exception as error:  # noqa: BLE001 - reported like a failed reference submission
+        raise RunFailed(f"the reference run of {plan.graph.name} failed: {error}") from error
+    finally:
+        spark.stop()
+    return RunSummary(plan.graph.name, plan.mode.value, task.run_id, time.monotonic() - started,
                       sinks=sinks, reference=True)
 
 

@@ -11,8 +11,10 @@ Layout of one run::
 
     {data_dir}/{run_id}/
       _attempts/{unit_key}/{attempt_id}/     an attempt's private output, invisible to readers
-        e{edge}/p{producer}/...              blocking partitions (Spark parquet datasets)
-        _sink/{vertex}/s{subtask}/part-*.parquet   staged sink output, one file per subtask
+        e{edge}/_rf_group={g}/_rf_bucket={b}/part-*.parquet
+                                             a blocking edge: one Parquet dataset per unit, its rows
+                                             partitioned by partition group and consumer subtask
+        _sink/{vertex}/_rf_subtask={s}/part-*.parquet   staged sink output, one file per subtask
       units/{unit_key}/                      the committed attempt: same tree, plus
         _manifest.json, _SUCCESS             written before the rename that publishes the unit
 
@@ -50,6 +52,10 @@ SINK_MARKER = "_regionflow_sink.json"
 ATTEMPTS = "_attempts"
 UNITS = "units"
 SINK_STAGING = "_sink"
+# Partition columns of the Parquet datasets regionflow writes (Hive-style directories ``name=value``).
+GROUP_COLUMN = "_rf_group"  # a blocking edge's partition group: the unit of release
+BUCKET_COLUMN = "_rf_bucket"  # the consumer subtask a row goes to
+SUBTASK_COLUMN = "_rf_subtask"  # a staged sink file's subtask
 
 # Keys become single path components on local disks, HDFS and object stores alike: no separators,
 # no glob characters (Hadoop expands [] {} * ?), no ':' (HDFS rejects it), no leading '.' (hidden).
@@ -101,9 +107,12 @@ def vertex_component(vertex: str) -> str:
     return f"{safe_component(vertex)[:180]}-{hashlib.sha1(vertex.encode('utf-8')).hexdigest()[:10]}"
 
 
-def partition_relpath(edge: int, producer: int) -> str:
-    """Where producer `producer`'s partition of job edge `edge` lives inside an attempt or unit dir."""
-    return f"e{int(edge)}/p{int(producer)}"
+def partition_relpath(edge: int, group: int | None = None) -> str:
+    """Inside an attempt or unit dir: the dataset of job edge `edge` (one per unit), or, given a
+    group, the directory of that partition group's rows in it."""
+    if group is None:
+        return f"e{int(edge)}"
+    return f"e{int(edge)}/{GROUP_COLUMN}={int(group)}"
 
 
 def join(base: str, *parts: str) -> str:
@@ -501,9 +510,10 @@ class PartitionStore:
     def unit_path(self, unit_key: str) -> str:
         return join(self.units_dir, validate_key(unit_key))
 
-    def partition_path(self, unit_key: str, edge: int, producer: int) -> str:
-        """A committed partition; the only kind of path a reader is ever given."""
-        return join(self.unit_path(unit_key), partition_relpath(edge, producer))
+    def partition_path(self, unit_key: str, edge: int, group: int) -> str:
+        """A partition group's rows in a committed unit; the only kind of path a reader is ever given
+        (it reads the dataset around it, ``partition_path(...)/..``, pruned to its own buckets)."""
+        return join(self.unit_path(unit_key), partition_relpath(edge, group))
 
     # ---- checks -----------------------------------------------------------------------------------
 
@@ -611,12 +621,10 @@ class PartitionStore:
         for path in paths:
             if not path.startswith(prefix) or "/../" in path or path.endswith("/.."):
                 raise StoreError(f"refusing to release {path}: it is not a committed partition under {self.units_dir}")
-            freed += self.fs.size(path)
-            self.fs.delete(path)
+            if self.fs.exists(path):  # a group with no rows in a unit has no directory
+                freed += self.fs.size(path)
+                self.fs.delete(path)
         return freed
-
-    def release_partitions(self, unit_key: str, edge: int, producers: Iterable[int]) -> int:
-        return self.release(self.partition_path(unit_key, edge, producer) for producer in producers)
 
     def __repr__(self) -> str:
         return f"PartitionStore({self.root!r}, fs={self.fs!r})"
@@ -711,10 +719,15 @@ class SinkCommitter:
     # ---- staging and publication ------------------------------------------------------------------------
 
     @staticmethod
+    def staging_root(attempt_dir: str, vertex: str) -> str:
+        """The Parquet dataset a sink vertex's output is staged as inside the attempt dir (one
+        directory per subtask); it becomes part of the unit's atomic commit."""
+        return join(attempt_dir, SINK_STAGING, vertex_component(vertex))
+
+    @staticmethod
     def staging_dir(attempt_dir: str, vertex: str, subtask: int) -> str:
-        """Where a sink subtask writes its output (one parquet file) inside the attempt dir; it
-        becomes part of the unit's atomic commit."""
-        return join(attempt_dir, SINK_STAGING, vertex_component(vertex), f"s{int(subtask)}")
+        """Where a sink subtask's one Parquet file is staged."""
+        return join(SinkCommitter.staging_root(attempt_dir, vertex), f"{SUBTASK_COLUMN}={int(subtask)}")
 
     @staticmethod
     def part_name(subtask: int) -> str:
@@ -747,7 +760,7 @@ class SinkCommitter:
         if len(parts) != 1:
             raise StoreError(
                 f"sink vertex {vertex!r} subtask {subtask}: expected exactly one part-*.parquet in {staging}, "
-                f"found {len(parts)}; the region program must write it with df.coalesce(1).write.parquet(...)"
+                f"found {len(parts)}; the region program must write one file per subtask"
             )
         return join(staging, parts[0])
 

@@ -56,7 +56,7 @@ class UnitLayout:
         locations = []
         for producer in group.producers:
             unit = self.unit_of_region[region_of[producer]]
-            path = store.partition_path(self.keys[unit], group.edge, producer)
+            path = store.partition_path(self.keys[unit], group.edge, group.index)
             locations.append(PartitionLocation(producer, host_of(unit), path))
         return locations
 
@@ -74,10 +74,11 @@ class UnitLayout:
         return totals
 
     def partition_paths(self, group_index: int, store: PartitionStore) -> list[str]:
+        """The group's directory in each unit that produced into it (what releasing it deletes)."""
         group = self.plan.topology.groups[group_index]
         region_of = self.plan.region_set.region_of
-        return [store.partition_path(self.keys[self.unit_of_region[region_of[p]]], group.edge, p)
-                for p in group.producers]
+        units = dict.fromkeys(self.unit_of_region[region_of[p]] for p in group.producers)
+        return [store.partition_path(self.keys[unit], group.edge, group.index) for unit in units]
 
 
 def default_conf(slots: int, job_conf: dict[str, str]) -> dict[str, str]:

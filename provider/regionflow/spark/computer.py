@@ -1,0 +1,275 @@
+"""One unit's vertices as Spark computations: each vertex function is called once per unit.
+
+The unit's subtasks of a vertex are the partitions of one DataFrame (see `exchange`). Vertices are
+visited in topological order; an input whose producer runs in this unit is the producer's DataFrame
+(no write, one Spark plan across the region), an input from another unit is read from the partition
+store, pruned to this unit's buckets. Only then are the outputs materialised, one Spark job per
+blocking output edge and two per sink (the write, and the figures read back), whatever the
+parallelism.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.graph import Distribution, Vertex
+from ..core.plan import Plan
+from ..core.topology import ExecutionEdge
+from .api import TaskContext
+from .descriptors import load_descriptor
+from .exchange import (BUCKET_COLUMN, GROUP_COLUMN, ROUTING_COLUMNS, SUBTASK_COLUMN, Span, consumers_fed, deliver,
+                       missing_keys, only_buckets, subtask_expression, with_routing)
+from .store import PartitionStore, SinkCommitter, join, partition_relpath
+from .task import UnitTask
+
+SCHEMA_FILE = "_rf_schema.json"
+CHECKSUM_MODULUS = 1 << 64
+
+
+class VertexFailure(Exception):
+    """A vertex function (or the Spark work it defined) failed for the subtasks of one unit."""
+
+    def __init__(self, vertex: str, subtasks: str, attempt: str, error: BaseException) -> None:
+        super().__init__(f"vertex {vertex!r} subtask {subtasks} failed in attempt {attempt}: "
+                         f"{type(error).__name__}: {error}")
+        self.vertex = vertex
+        self.subtask = subtasks
+
+
+class WiringError(ValueError):
+    """A vertex's output does not fit an edge (a HASH key column it does not have)."""
+
+
+@dataclass
+class _Part:
+    """One call of a vertex function: its span, context and output."""
+
+    vertex: Vertex
+    index: int  # vertex index in the topology
+    span: Span
+    ctx: TaskContext
+    frame: Any = None
+    uses: int = 0
+    writes: list[ExecutionEdge] = field(default_factory=list)
+
+
+class UnitComputer:
+    """Computes every vertex of a unit inside one Spark session, then writes its outputs."""
+
+    def __init__(self, spark, plan: Plan, task: UnitTask, store: PartitionStore, attempt_dir: str) -> None:
+        self.spark = spark
+        self.plan = plan
+        self.topology = plan.topology
+        self.task = task
+        self.store = store
+        self.attempt_dir = attempt_dir.rstrip("/")
+        self.in_unit = {s for r in task.regions for s in plan.regions[r].members}
+        self.parts: dict[int, list[_Part]] = {}
+        self.sink_figures: dict[str, dict[str, dict[str, int]]] = {}
+
+    # ---- the unit ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Define every vertex's DataFrame (no Spark job yet), then materialise the outputs."""
+        for vertex_index in range(len(self.topology.vertex_names)):
+            for span in self._spans(vertex_index):
+                self.parts.setdefault(vertex_index, []).append(self._define(vertex_index, span))
+        for parts in self.parts.values():
+            for part in parts:
+                self._count_uses(part)
+        for parts in self.parts.values():
+            for part in parts:
+                self._materialise(part)
+        for parts in self.parts.values():
+            for part in parts:
+                if part.frame.is_cached:
+                    part.frame.unpersist()
+
+    def _spans(self, vertex_index: int) -> list[Span]:
+        """The unit's subtasks of a vertex as runs of consecutive indices (one run in every plan the
+        planner makes: shards are contiguous)."""
+        base = self.topology.offsets[vertex_index]
+        local = sorted(s - base for s in self.in_unit
+                       if base <= s < self.topology.offsets[vertex_index + 1])
+        spans: list[Span] = []
+        for index in local:
+            if spans and spans[-1].end == index:
+                spans[-1] = Span(spans[-1].first, index + 1)
+            else:
+                spans.append(Span(index, index + 1))
+        return spans
+
+    def _define(self, vertex_index: int, span: Span) -> _Part:
+        name = self.topology.vertex_names[vertex_index]
+        vertex = self.plan.graph.vertices[name]
+        ctx = TaskContext(self.plan.graph.name, name, span.first, span.end, vertex.parallelism,
+                          self.task.attempt_id, self._region_name(vertex_index, span), self.task.run_id)
+        part = _Part(vertex, vertex_index, span, ctx)
+        try:
+            inputs = self._inputs(vertex_index, span)
+            part.frame = vertex.resolve_fn()(self.spark, inputs, ctx)
+            check_frame(part.frame)
+            self._check_keys(part)
+        except Exception as error:  # noqa: BLE001 - any user or Spark error fails this vertex
+            raise VertexFailure(name, ctx.subtask, self.task.attempt_id, error) from error
+        return part
+
+    def _region_name(self, vertex_index: int, span: Span) -> str:
+        subtask = self.topology.offsets[vertex_index] + span.first
+        region = self.plan.region_set.region_of[subtask]
+        return self.plan.region_name(self.plan.regions[region])
+
+    def _check_keys(self, part: _Part) -> None:
+        for exec_edge in self.topology.out_edges[part.index]:
+            missing = missing_keys(exec_edge, part.frame.columns)
+            if missing:
+                raise WiringError(
+                    f"edge {exec_edge.edge.src} -> {exec_edge.edge.dst} is HASH by {list(exec_edge.edge.keys)} "
+                    f"but the output of {part.vertex.name!r} has no column {missing[0]!r} (its columns: "
+                    f"{part.frame.columns}); keep the key column in the vertex's result or hash by another key"
+                )
+
+    # ---- inputs --------------------------------------------------------------------------------
+
+    def _inputs(self, vertex_index: int, span: Span) -> dict[str, Any]:
+        inputs: dict[str, Any] = {}
+        for exec_edge in self.topology.in_edges[vertex_index]:
+            src = exec_edge.edge.src
+            key = src if src not in inputs else f"{src}[{exec_edge.index}]"
+            frames = [self._from_memory(exec_edge, part, span) for part in self.parts.get(exec_edge.src, [])
+                      if consumers_fed(self.topology, exec_edge, part.span).overlaps(span)]
+            stored = self._from_store(exec_edge, span)
+            if stored is not None:
+                frames.append(stored)
+            inputs[key] = deliver(_union_all(frames), exec_edge, span)
+        return inputs
+
+    def _from_memory(self, exec_edge: ExecutionEdge, producer: _Part, consumers: Span):
+        if exec_edge.edge.distribution is Distribution.BROADCAST:
+            return producer.frame
+        if consumers.covers(consumers_fed(self.topology, exec_edge, producer.span)):
+            return producer.frame
+        routed = with_routing(producer.frame, self.topology, exec_edge, producer.span)
+        return only_buckets(routed, consumers).drop(*ROUTING_COLUMNS)
+
+    def _from_store(self, exec_edge: ExecutionEdge, consumers: Span):
+        """This span's rows of `exec_edge` written by producer units other than this one, or None."""
+        datasets = self._producer_datasets(exec_edge, consumers)
+        if not datasets:
+            return None
+        schema = self._schema(datasets[0])
+        frames = []
+        for dataset in datasets:
+            frame = self.spark.read.schema(schema).option("basePath", dataset).parquet(dataset)
+            if exec_edge.edge.distribution is not Distribution.BROADCAST:
+                frame = only_buckets(frame, consumers)
+            frames.append(frame.drop(*ROUTING_COLUMNS))
+        return _union_all(frames)
+
+    def _producer_datasets(self, exec_edge: ExecutionEdge, consumers: Span) -> list[str]:
+        """The per-unit datasets (``units/<unit>/e<edge>``) holding what `consumers` read, in
+        producer order, from the input descriptors the task carries."""
+        topology = self.topology
+        first = topology.consumed_group(exec_edge, consumers.first).index
+        last = topology.consumed_group(exec_edge, consumers.end - 1).index
+        datasets: dict[str, None] = {}
+        for group in range(first, last + 1):
+            ref = self.task.inputs.get(str(group))
+            for location in (load_descriptor(ref) if ref is not None else []):
+                if location.producer not in self.in_unit:
+                    datasets.setdefault(location.path.rstrip("/").rpartition("/")[0], None)
+            if ref is None and any(p not in self.in_unit for p in topology.groups[group].producers):
+                raise RuntimeError(f"the unit task names no input descriptor for partition group {group}")
+        return list(datasets)
+
+    def _schema(self, dataset: str):
+        from pyspark.sql.types import IntegerType, StructField, StructType
+
+        schema = StructType.fromJson(json.loads(self.store.fs.read_text(join(dataset, SCHEMA_FILE))))
+        for column in ROUTING_COLUMNS:
+            schema = schema.add(StructField(column, IntegerType(), False))
+        return schema
+
+    # ---- outputs -------------------------------------------------------------------------------
+
+    def _count_uses(self, part: _Part) -> None:
+        """In-memory readers, store writes and the sink; a frame used more than once is cached."""
+        offset = self.topology.offsets
+        for exec_edge in self.topology.out_edges[part.index]:
+            fed = consumers_fed(self.topology, exec_edge, part.span)
+            consumers = range(offset[exec_edge.dst] + fed.first, offset[exec_edge.dst] + fed.end)
+            inside = sum(1 for c in consumers if c in self.in_unit)
+            part.uses += len(self.parts.get(exec_edge.dst, [])) if inside else 0
+            if inside < len(consumers):
+                part.writes.append(exec_edge)
+        total = part.uses + len(part.writes) + (1 if part.vertex.sink else 0)
+        if total > 1:
+            part.frame = part.frame.persist()
+
+    def _materialise(self, part: _Part) -> None:
+        try:
+            for exec_edge in part.writes:
+                self._write(exec_edge, part)
+            if part.vertex.sink:
+                self._stage_sink(part)
+        except Exception as error:  # noqa: BLE001
+            raise VertexFailure(part.vertex.name, part.ctx.subtask, self.task.attempt_id, error) from error
+
+    def _write(self, exec_edge: ExecutionEdge, part: _Part) -> None:
+        """One dataset per edge and unit, partitioned by group and bucket: at most one file per
+        (group, bucket) for an all-to-all edge, one per producer partition for a pointwise one."""
+        from pyspark.sql import functions as F
+
+        dataset = join(self.attempt_dir, partition_relpath(exec_edge.index))
+        routed = with_routing(part.frame, self.topology, exec_edge, part.span)
+        if exec_edge.all_to_all:
+            routed = routed.repartition(F.col(GROUP_COLUMN), F.col(BUCKET_COLUMN))
+        routed.write.mode("overwrite").partitionBy(*ROUTING_COLUMNS).parquet(dataset)
+        self.store.fs.write_text(join(dataset, SCHEMA_FILE), part.frame.schema.json())
+
+    def _stage_sink(self, part: _Part) -> None:
+        """One Parquet file per non-empty subtask, then the per-subtask figures read back."""
+        from pyspark.sql import functions as F
+
+        staging = SinkCommitter.staging_root(self.attempt_dir, part.vertex.name)
+        tagged = part.frame.withColumn(SUBTASK_COLUMN, subtask_expression(part.span))
+        tagged = tagged.repartition(part.span.count, F.col(SUBTASK_COLUMN))
+        tagged.write.mode("overwrite").partitionBy(SUBTASK_COLUMN).parquet(staging)
+        written = self.spark.read.parquet(staging)
+        data = [F.col(c) for c in written.columns if c != SUBTASK_COLUMN]
+        rows = written.groupBy(SUBTASK_COLUMN).agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum(F.xxhash64(*data).cast("decimal(38,0)")).alias("checksum"),
+        ).collect() if data else []
+        self.sink_figures[part.vertex.name] = {
+            str(row[SUBTASK_COLUMN]): {"rows": int(row["rows"]),
+                                       "checksum": int(row["checksum"] or 0) % CHECKSUM_MODULUS}
+            for row in rows
+        }
+
+
+def _union_all(frames: list):
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def check_frame(frame) -> None:
+    """Raise TypeError unless `frame` is a DataFrame (classic or Spark Connect)."""
+    from pyspark.sql import DataFrame
+
+    if not isinstance(frame, DataFrame):
+        raise TypeError(f"the vertex function returned {type(frame).__name__}; it must return a DataFrame")
+
+
+def frame_figures(frame) -> tuple[int, int]:
+    """Row count and an order-independent checksum: the sum of every row's xxhash64, mod 2^64."""
+    from pyspark.sql import functions as F
+
+    row = frame.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.xxhash64(*[F.col(c) for c in frame.columns]).cast("decimal(38,0)")).alias("checksum"),
+    ).collect()[0]
+    return int(row["rows"]), int(row["checksum"] or 0) % CHECKSUM_MODULUS

@@ -1,0 +1,106 @@
+"""Subtasks as the partitions of one Spark computation per vertex (issue 13), on a real Spark Connect
+server shared by the session (`event_servers`): Spark jobs per vertex do not grow with parallelism,
+a blocking edge writes O(P) files, shards read exactly their buckets, and bad vertex output fails
+before any Spark job with the vertex, the edge and the column named."""
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from regionflow.core.graph import load_job
+from regionflow.core.plan import Plan
+from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
+
+pytestmark = pytest.mark.timeout(600)
+SCALED = "regionflow.examples.orders:scaled_job"
+
+
+def jobs_started(events_dir: str) -> int:
+    total = 0
+    for path in glob.glob(os.path.join(events_dir, "**", "*"), recursive=True):
+        if os.path.isdir(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            total += sum(1 for line in handle if '"Event":"SparkListenerJobStart"' in line)
+    return total
+
+
+def run(job, mode, tmp_path, servers, **extra):
+    options = RunOptions(data_dir=str(tmp_path), cluster=servers.cluster, progress=None, backend="session",
+                         servers=servers, **extra)
+    runner = LocalRunner(job, Plan(load_job(job), mode), options)
+    return runner, runner.run()
+
+
+def blocking_files(tmp_path, runner) -> dict[int, int]:
+    units = os.path.join(str(tmp_path), runner.run_id, "units")
+    return {e.index: len(glob.glob(os.path.join(units, "*", f"e{e.index}", "**", "part-*"), recursive=True))
+            for e in runner.plan.topology.edges if e.blocking}
+
+
+@pytest.mark.parametrize("mode", ["all-blocking", "all-pipelined"])
+def test_jobs_per_vertex_do_not_grow_with_parallelism_and_files_stay_linear(
+        mode, shared_servers, orders_reference, tmp_path, monkeypatch):
+    servers, events = shared_servers
+    jobs, sinks = {}, {}
+    for parallelism in (2, 4) if mode == "all-pipelined" else (4, 32):
+        monkeypatch.setenv("REGIONFLOW_ORDERS_PARALLELISM", str(parallelism))
+        before = jobs_started(events)
+        runner, summary = run(SCALED, mode, tmp_path / str(parallelism), servers, keep_partitions=True)
+        jobs[parallelism] = jobs_started(events) - before
+        sinks[parallelism] = summary.sinks["totals"]
+        for edge, files in blocking_files(tmp_path / str(parallelism), runner).items():
+            assert 0 < files <= 2 * parallelism, (edge, files)
+        parts = sorted(os.listdir(summary.sinks["totals"]["path"]))
+        assert parts[-1] == f"part-{parallelism - 1:05d}.parquet"  # one file per subtask of the sink
+    small, large = sorted(jobs)
+    assert jobs[large] == jobs[small], jobs
+    assert sinks[small]["rows"] == sinks[large]["rows"] == orders_reference["rows"]
+    assert sinks[small]["checksum"] == sinks[large]["checksum"] == orders_reference["checksum"]
+
+
+def test_sharded_units_read_exactly_their_buckets(shared_servers, orders_reference, tmp_path, monkeypatch):
+    """Three shards per vertex: sources take their share, readers prune to their buckets."""
+    servers, _ = shared_servers
+    monkeypatch.setenv("REGIONFLOW_ORDERS_PARALLELISM", "8")
+    runner, summary = run(SCALED, "all-blocking", tmp_path, servers, max_shards=3)
+    assert len(summary.units) == 1 + 4 * 3  # products has one subtask
+    totals = summary.sinks["totals"]
+    assert (totals["rows"], totals["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
+
+
+def test_a_dropped_hash_key_fails_before_any_spark_job_naming_vertex_edge_and_column(shared_servers, tmp_path):
+    servers, events = shared_servers
+    before = jobs_started(events)
+    with pytest.raises(RunFailed) as failure:
+        run("rf_test_jobs:missing_key_job", "all-pipelined", tmp_path, servers, retries=0)
+    message = str(failure.value)
+    assert "vertex 'enrich'" in message and "enrich -> totals" in message and "'customer_id'" in message
+    assert jobs_started(events) == before
+    assert not glob.glob(os.path.join(str(tmp_path), "run-*", "units", "*"))
+
+
+def test_a_function_returning_no_dataframe_fails_before_any_spark_job(shared_servers, tmp_path):
+    servers, events = shared_servers
+    before = jobs_started(events)
+    with pytest.raises(RunFailed, match=r"vertex 'enrich'.*returned dict; it must return a DataFrame"):
+        run("rf_test_jobs:not_a_frame_job", "all-pipelined", tmp_path, servers, retries=0)
+    assert jobs_started(events) == before
+
+
+def test_a_failed_attempt_leaves_nothing_visible_and_the_retry_reads_the_committed_inputs(
+        shared_servers, orders_reference, tmp_path):
+    servers, _ = shared_servers
+    runner, summary = run("rf_test_jobs:flaky_enrich_job", "all-blocking", tmp_path, servers, keep_partitions=True)
+    enrich = next(unit for unit in summary.units if unit.name.startswith("enrich"))
+    assert enrich.attempts == 2 and all(u.attempts == 1 for u in summary.units if u is not enrich)
+    totals = summary.sinks["totals"]
+    assert (totals["rows"], totals["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
+    root = os.path.join(str(tmp_path), runner.run_id)
+    leftovers = [p for p in glob.glob(os.path.join(root, "_attempts", "*", "a1-*"))]
+    assert leftovers == []
+    committed = {name: open(os.path.join(root, "units", name, "_manifest.json")).read()
+                 for name in os.listdir(os.path.join(root, "units"))}
+    assert all('"attempt_id": "a1-' not in text for name, text in committed.items() if name.startswith("enrich"))
