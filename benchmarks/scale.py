@@ -61,7 +61,8 @@ def measure(mode: str, parallelism: int, slots: int, repeats: int) -> dict:
     events = os.path.join(work, "events")
     os.makedirs(events)
     servers = SessionServers(cluster, os.path.join(work, "sessions"), base_port=None,
-                             conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}"})
+                             conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}",
+                                   "spark.eventLog.compress": "false"})
     servers.start()
     try:
         reference_s, reference_jobs, reference_sink = [], [], None

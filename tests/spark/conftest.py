@@ -108,7 +108,8 @@ def event_servers(tmp_path_factory: pytest.TempPathFactory):
     events = work / "events"
     events.mkdir()
     servers = SessionServers(Cluster.local_default(4), str(work / "sessions"), base_port=None,
-                             conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}"})
+                             conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}",
+                                   "spark.eventLog.compress": "false"})
     servers.start()
     yield servers, str(events)
     servers.stop()

@@ -236,4 +236,4 @@ def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(orders_
     totals = summary.sinks["totals"]
     assert (totals["rows"], totals["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
     assert sorted(os.listdir(totals["path"])) == ["_regionflow_sink.json", "part-00000.parquet",
-                                                  "part-00001.parquet", "part-00002.parquet"]
+                                                  "part-00001.parquet"]  # one file per core (2)

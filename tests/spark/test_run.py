@@ -50,7 +50,9 @@ def test_every_mode_gives_the_reference_checksum(mode, slots, reference, tmp_pat
     assert len(summary.units) == len(runner.plan.region_set.logical)
     assert all(unit.attempts == 1 for unit in summary.units)
     sink_files = sorted(os.listdir(totals["path"]))
-    assert sink_files == ["_regionflow_sink.json", "part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    # at most one file per granted core and per subtask of totals (3), named by totals' subtasks
+    assert sink_files[0] == "_regionflow_sink.json" and 1 <= len(sink_files) - 1 <= min(3, slots)
+    assert set(sink_files[1:]) <= {"part-00000.parquet", "part-00001.parquet", "part-00002.parquet"}
     if mode == "pointwise-pipelined-only":  # totals' 3 single-slot regions ran at once in one submission
         assert next(u for u in summary.units if u.name.startswith("totals")).slots == 3
 

@@ -44,10 +44,11 @@ def read(path):
 
 
 def fill_attempt(store, unit, attempt, producers=(0, 1)):
-    """What a region program leaves in its attempt dir: one file per blocking partition."""
+    """What a region program leaves in its attempt dir: a dataset per blocking edge (here: edges
+    named after the producers)."""
     folder = store.attempt_dir(unit, attempt)
     for producer in producers:
-        write(os.path.join(folder, f"e0/_rf_group={producer}/part-0.parquet"), attempt)
+        write(os.path.join(folder, f"e{producer}/part-0.parquet"), attempt)
     return folder
 
 
@@ -58,9 +59,9 @@ def test_layout_and_attempt_invisible_until_commit(store, tmp_path):
     folder = fill_attempt(store, "src-0", "a1")
     root = str(tmp_path / "data" / "run-1")
     assert folder == f"{root}/_attempts/src-0/a1"
-    assert store.partition_path("src-0", 0, 1) == f"{root}/units/src-0/e0/_rf_group=1"
+    assert store.partition_path("src-0", 1) == f"{root}/units/src-0/e1"
     assert store.committed("src-0") is None and not store.is_committed("src-0")
-    assert not os.path.exists(store.partition_path("src-0", 0, 1))
+    assert not os.path.exists(store.partition_path("src-0", 1))
 
     result = store.commit("src-0", "a1", {"host": "h1", "rows": {"e0": 10}})
 
@@ -68,7 +69,7 @@ def test_layout_and_attempt_invisible_until_commit(store, tmp_path):
     unit = store.committed("src-0")
     assert unit.path == f"{root}/units/src-0" and unit.attempt_id == "a1"
     assert unit.manifest["host"] == "h1" and unit.manifest["rows"] == {"e0": 10}
-    assert read(os.path.join(store.partition_path("src-0", 0, 1), "part-0.parquet")) == "a1"
+    assert read(os.path.join(store.partition_path("src-0", 1), "part-0.parquet")) == "a1"
     assert os.path.exists(os.path.join(unit.path, SUCCESS))
     assert not os.path.exists(folder)
 
@@ -84,7 +85,7 @@ def test_reader_sees_no_unit_or_a_whole_one(store):
             while not stop.is_set():
                 committed = store.committed(unit)
                 if committed is not None:
-                    files = [os.path.exists(os.path.join(store.partition_path(unit, 0, p), "part-0.parquet"))
+                    files = [os.path.exists(os.path.join(store.partition_path(unit, p), "part-0.parquet"))
                              for p in producers]
                     seen.append((committed.manifest["attempt_id"], all(files)))
 
@@ -122,9 +123,9 @@ def test_commit_race_has_exactly_one_winner(store, attempts):
         assert {r.winner for r in results.values()} == {winner}
         committed = store.committed(unit)
         assert committed.attempt_id == winner and committed.manifest["by"] == winner
-        assert sorted(os.listdir(committed.path)) == sorted([MANIFEST, SUCCESS, "e0"])
+        assert sorted(os.listdir(committed.path)) == sorted([MANIFEST, SUCCESS, "e0", "e1"])
         for producer in (0, 1):
-            assert read(os.path.join(store.partition_path(unit, 0, producer), "part-0.parquet")) == winner
+            assert read(os.path.join(store.partition_path(unit, producer), "part-0.parquet")) == winner
         assert os.listdir(os.path.join(store.attempts_dir, unit)) == []  # losers' files are gone
 
 
@@ -159,8 +160,8 @@ def test_loser_moved_into_the_winner_is_taken_out(store):
     result = store.commit("u", "a2", {})
 
     assert not result.won and result.winner == "a1"
-    assert sorted(os.listdir(unit_dir)) == sorted([MANIFEST, SUCCESS, "e0"])
-    assert read(os.path.join(store.partition_path("u", 0, 0), "part-0.parquet")) == "a1"
+    assert sorted(os.listdir(unit_dir)) == sorted([MANIFEST, SUCCESS, "e0", "e1"])
+    assert read(os.path.join(store.partition_path("u", 0), "part-0.parquet")) == "a1"
 
 
 def test_discarded_attempt_leaves_nothing(store):
@@ -192,14 +193,14 @@ def test_cleanup_stale_attempts_after_the_winner_is_known(store):
 
 def test_release_deletes_committed_partitions_and_counts_bytes(store):
     folder = store.attempt_dir("u", "a")
-    write(os.path.join(folder, "e3/_rf_group=7/part-0.parquet"), "0123456789")
-    write(os.path.join(folder, "e3/_rf_group=8/part-0.parquet"), "01234")
+    write(os.path.join(folder, "e7/part-0.parquet"), "0123456789")
+    write(os.path.join(folder, "e8/part-0.parquet"), "01234")
     store.commit("u", "a", {})
 
-    assert store.release([store.partition_path("u", 3, 7)]) == 10
-    assert not os.path.exists(store.partition_path("u", 3, 7))
-    assert os.path.exists(store.partition_path("u", 3, 8))
-    assert store.release([store.partition_path("u", 3, 8), store.partition_path("u", 3, 9)]) == 5
+    assert store.release([store.partition_path("u", 7)]) == 10
+    assert not os.path.exists(store.partition_path("u", 7))
+    assert os.path.exists(store.partition_path("u", 8))
+    assert store.release([store.partition_path("u", 8), store.partition_path("u", 9)]) == 5
     assert store.committed("u") is not None  # the manifest stays
 
 
@@ -231,7 +232,7 @@ def test_bad_unit_keys_are_rejected_by_name(store, key):
     with pytest.raises(StoreError, match=r"bad unit key"):
         store.attempt_dir(key, "a1")
     with pytest.raises(StoreError, match=r"bad unit key"):
-        store.partition_path(key, 0, 0)
+        store.partition_path(key, 0)
 
 
 def test_bad_attempt_and_run_ids(store, tmp_path):
@@ -254,10 +255,10 @@ def test_file_uri_data_dir(tmp_path):
     store.check_writable()
     fill_attempt_uri = store.attempt_dir("u", "a")
     assert fill_attempt_uri == f"file://{tmp_path}/data/r/_attempts/u/a"
-    write(f"{tmp_path}/data/r/_attempts/u/a/e0/_rf_group=0/part-0.parquet", "a")
+    write(f"{tmp_path}/data/r/_attempts/u/a/e0/part-0.parquet", "a")
     assert store.commit("u", "a", {}).won
-    assert store.partition_path("u", 0, 0) == f"file://{tmp_path}/data/r/units/u/e0/_rf_group=0"
-    assert os.path.exists(f"{tmp_path}/data/r/units/u/e0/_rf_group=0/part-0.parquet")
+    assert store.partition_path("u", 0) == f"file://{tmp_path}/data/r/units/u/e0"
+    assert os.path.exists(f"{tmp_path}/data/r/units/u/e0/part-0.parquet")
 
 
 def test_filesystem_for():
@@ -487,7 +488,7 @@ def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
     for iteration in range(6):
         unit, results = f"u{iteration}", {}
         for attempt in ("a1", "a2"):
-            fs.write_text(f"{store.attempt_dir(unit, attempt)}/e0/_rf_group=0/part-0.txt", attempt)
+            fs.write_text(f"{store.attempt_dir(unit, attempt)}/e0/part-0.txt", attempt)
         barrier = threading.Barrier(2)
 
         def commit(attempt):
@@ -501,16 +502,16 @@ def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
             thread.join()
         winners = [a for a, r in results.items() if r.won]
         assert len(winners) == 1 and {r.winner for r in results.values()} == set(winners)
-        assert fs.read_text(f"{store.partition_path(unit, 0, 0)}/part-0.txt") == winners[0]
+        assert fs.read_text(f"{store.partition_path(unit, 0)}/part-0.txt") == winners[0]
         assert fs.list_dir(f"{store.attempts_dir}/{unit}") == []
         assert [n for n in fs.list_dir(store.committed(unit).path) if not n.startswith(".")] == \
             sorted([MANIFEST, SUCCESS, "e0"])
 
     # a real parquet partition, read back through the committed path only
     frame = spark.range(5).withColumnRenamed("id", "v")
-    frame.write.parquet(f"{store.attempt_dir('late', 'a1')}/e0/_rf_group=0")
+    frame.write.parquet(f"{store.attempt_dir('late', 'a1')}/e0")
     assert store.commit("late", "a1", {}).won
-    assert sorted(r.v for r in spark.read.parquet(store.partition_path("late", 0, 0)).collect()) == list(range(5))
+    assert sorted(r.v for r in spark.read.parquet(store.partition_path("late", 0)).collect()) == list(range(5))
 
     # Hadoop's rename of a directory onto an existing one moves (or copies) it inside: commit undoes it
     loser = store.attempt_dir("late", "a2")
@@ -522,8 +523,8 @@ def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
     result = store.commit("late", "a2", {})
     assert not result.won and result.winner == "a1"
     assert "a2" not in fs.list_dir(store.unit_path("late"))
-    assert store.release([store.partition_path("late", 0, 0)]) > 0
-    assert not fs.exists(store.partition_path("late", 0, 0)) and store.is_committed("late")
+    assert store.release([store.partition_path("late", 0)]) > 0
+    assert not fs.exists(store.partition_path("late", 0)) and store.is_committed("late")
 
 
 def test_hadoop_sink_publish_and_blob_descriptor(spark, tmp_path):
@@ -549,6 +550,6 @@ def test_hadoop_sink_publish_and_blob_descriptor(spark, tmp_path):
     assert sorted(r.id for r in spark.read.parquet(sink).collect()) == list(range(30))
 
     cache = DescriptorCache(f"file://{tmp_path}/blobs", offload_min_size=0, fs=fs)
-    locations = [PartitionLocation(p, "h0", store.partition_path("u", 0, p)) for p in range(50)]
+    locations = [PartitionLocation(p, "h0", store.partition_path("u", p)) for p in range(50)]
     ref = cache.ref_for(4, lambda: locations)
     assert "blob" in ref and load_descriptor(ref, fs=fs) == locations

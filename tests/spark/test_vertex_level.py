@@ -44,18 +44,20 @@ def blocking_files(tmp_path, runner) -> dict[int, int]:
 def test_jobs_per_vertex_do_not_grow_with_parallelism_and_files_stay_linear(
         mode, shared_servers, orders_reference, tmp_path, monkeypatch):
     servers, events = shared_servers
-    jobs, sinks = {}, {}
+    jobs, sinks, files = {}, {}, {}
     for parallelism in (2, 4) if mode == "all-pipelined" else (4, 32):
         monkeypatch.setenv("REGIONFLOW_ORDERS_PARALLELISM", str(parallelism))
         before = jobs_started(events)
         runner, summary = run(SCALED, mode, tmp_path / str(parallelism), servers, keep_partitions=True)
         jobs[parallelism] = jobs_started(events) - before
         sinks[parallelism] = summary.sinks["totals"]
-        for edge, files in blocking_files(tmp_path / str(parallelism), runner).items():
-            assert 0 < files <= 2 * parallelism, (edge, files)
-        parts = sorted(os.listdir(summary.sinks["totals"]["path"]))
-        assert parts[-1] == f"part-{parallelism - 1:05d}.parquet"  # one file per subtask of the sink
+        files[parallelism] = blocking_files(tmp_path / str(parallelism), runner)
+        assert all(0 < count <= 2 * parallelism for count in files[parallelism].values()), files
+        parts = [name for name in os.listdir(summary.sinks["totals"]["path"]) if name.startswith("part-")]
+        assert 1 <= len(parts) <= 4  # at most one sink file per core of the grant, whatever P is
     small, large = sorted(jobs)
+    assert files[large] == files[small], files  # one file per core and consumer unit, not per subtask
+    assert jobs[small] >= len(runner.plan.graph.vertices), jobs  # the event log is read, not empty
     assert jobs[large] == jobs[small], jobs
     assert sinks[small]["rows"] == sinks[large]["rows"] == orders_reference["rows"]
     assert sinks[small]["checksum"] == sinks[large]["checksum"] == orders_reference["checksum"]

@@ -5,17 +5,17 @@ or a shard of a logical region's regions), not once per subtask. The subtasks th
 the partitions of that one Spark computation, so the cost of a vertex does not grow with its
 parallelism.
 
-`inputs` maps each upstream vertex name to one DataFrame holding everything the unit's subtasks of
-this vertex consume (a second edge from the same vertex appears as ``"<name>[<edge index>]"``),
-already distributed as the edge says:
+`inputs` maps each upstream vertex name to one DataFrame holding exactly the rows this call's
+subtasks consume (a second edge from the same vertex appears as ``"<name>[<edge index>]"``):
 
-- HASH(keys): repartitioned by the keys into one partition per subtask (Spark's hash partitioning,
-  the same ``pmod(hash(keys), n)`` the partition store buckets by), so a ``groupBy`` or ``join`` on
-  those keys needs no further shuffle;
-- FORWARD and RESCALE (pointwise): the producer's partitions, coalesced or spread to this vertex's
-  subtask count;
-- REBALANCE: spread round-robin over the subtasks;
+- HASH(keys): the rows whose ``pmod(hash(keys), parallelism)`` is one of this call's subtasks, so
+  every key this call sees is whole; `ctx.hash_subtask(*keys)` gives each row's subtask;
+- FORWARD and RESCALE (pointwise): the rows of the producer subtasks wired to this call's subtasks;
+- REBALANCE: this call's share of the rows;
 - BROADCAST: the producer's whole output (wrap it in ``F.broadcast`` to make Spark broadcast it).
+
+regionflow does not repartition an input inside a call: Spark's own ``groupBy`` or ``join`` then
+shuffles once, with its partial aggregation, as in a plain PySpark program.
 
 `ctx` is a `TaskContext`: which subtasks of how many this call computes, in which attempt and
 region. A source takes its share of the input with `ctx.range` (generated ids) or `ctx.share`
@@ -87,12 +87,18 @@ class TaskContext:
 
     @property
     def subtask_column(self):
-        """A Column with each row's subtask index: ``first + spark_partition_id()``. Exact for the
-        partitions regionflow hands in (a HASH input in a call that computes every subtask, a
-        pointwise input, `range`); after a function's own shuffle it is only a partition number."""
+        """A Column with each row's subtask index by partition: ``first + spark_partition_id()``.
+        Exact for a source built with `range`; for rows of a HASH input use `hash_subtask`."""
         from pyspark.sql import functions as F
 
         return F.spark_partition_id() + F.lit(self.first)
+
+    def hash_subtask(self, *keys: str):
+        """A Column with the subtask a HASH edge by `keys` routes each row to (and so the subtask
+        of this call that consumes it)."""
+        from pyspark.sql import functions as F
+
+        return F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(self.parallelism))
 
 
 def reference_context(job: str, vertex: str, run_id: str, parallelism: int = 1) -> TaskContext:

@@ -18,8 +18,8 @@ from ..core.plan import Plan
 from ..core.topology import ExecutionEdge
 from .api import TaskContext
 from .descriptors import load_descriptor
-from .exchange import (BUCKET_COLUMN, GROUP_COLUMN, ROUTING_COLUMNS, SUBTASK_COLUMN, Span, consumers_fed, deliver,
-                       missing_keys, only_buckets, subtask_expression, with_routing)
+from .exchange import (BUCKET_COLUMN, ROUTING_COLUMNS, SUBTASK_COLUMN, UNIT_COLUMN, Span, consumers_fed,
+                       missing_keys, only_buckets, with_bucket, with_unit)
 from .store import PartitionStore, SinkCommitter, join, partition_relpath
 from .task import UnitTask
 
@@ -65,6 +65,11 @@ class UnitComputer:
         self.store = store
         self.attempt_dir = attempt_dir.rstrip("/")
         self.in_unit = {s for r in task.regions for s in plan.regions[r].members}
+        shards = plan.shards(task.max_shards)
+        self.unit_of_region = {r: u for u, shard in enumerate(shards) for r in shard.regions}
+        self.unit_index = self.unit_of_region[task.regions[0]] if task.regions else -1
+        self.files = max(1, task.slots)  # at most this many files per output: one per core
+        self._unit_runs: dict[int, list[tuple[int, int]]] = {}
         self.parts: dict[int, list[_Part]] = {}
         self.sink_figures: dict[str, dict[str, dict[str, int]]] = {}
 
@@ -142,7 +147,7 @@ class UnitComputer:
             stored = self._from_store(exec_edge, span)
             if stored is not None:
                 frames.append(stored)
-            inputs[key] = deliver(_union_all(frames), exec_edge, span)
+            inputs[key] = _union_all(frames)
         return inputs
 
     def _from_memory(self, exec_edge: ExecutionEdge, producer: _Part, consumers: Span):
@@ -150,8 +155,8 @@ class UnitComputer:
             return producer.frame
         if consumers.covers(consumers_fed(self.topology, exec_edge, producer.span)):
             return producer.frame
-        routed = with_routing(producer.frame, self.topology, exec_edge, producer.span)
-        return only_buckets(routed, consumers).drop(*ROUTING_COLUMNS)
+        routed = with_bucket(producer.frame, self.topology, exec_edge, producer.span)
+        return only_buckets(routed, consumers).drop(BUCKET_COLUMN)
 
     def _from_store(self, exec_edge: ExecutionEdge, consumers: Span):
         """This span's rows of `exec_edge` written by producer units other than this one, or None."""
@@ -159,11 +164,15 @@ class UnitComputer:
         if not datasets:
             return None
         schema = self._schema(datasets[0])
+        broadcast = exec_edge.edge.distribution is Distribution.BROADCAST
+        several_spans = len(self._spans(exec_edge.dst)) > 1
         frames = []
         for dataset in datasets:
             frame = self.spark.read.schema(schema).option("basePath", dataset).parquet(dataset)
-            if exec_edge.edge.distribution is not Distribution.BROADCAST:
-                frame = only_buckets(frame, consumers)
+            if not broadcast:  # this unit's directory only: partition pruning
+                frame = frame.where(frame[UNIT_COLUMN] == self.unit_index)
+                if several_spans:
+                    frame = only_buckets(frame, consumers)
             frames.append(frame.drop(*ROUTING_COLUMNS))
         return _union_all(frames)
 
@@ -178,7 +187,7 @@ class UnitComputer:
             ref = self.task.inputs.get(str(group))
             for location in (load_descriptor(ref) if ref is not None else []):
                 if location.producer not in self.in_unit:
-                    datasets.setdefault(location.path.rstrip("/").rpartition("/")[0], None)
+                    datasets.setdefault(location.path, None)
             if ref is None and any(p not in self.in_unit for p in topology.groups[group].producers):
                 raise RuntimeError(f"the unit task names no input descriptor for partition group {group}")
         return list(datasets)
@@ -187,9 +196,8 @@ class UnitComputer:
         from pyspark.sql.types import IntegerType, StructField, StructType
 
         schema = StructType.fromJson(json.loads(self.store.fs.read_text(join(dataset, SCHEMA_FILE))))
-        for column in ROUTING_COLUMNS:
-            schema = schema.add(StructField(column, IntegerType(), False))
-        return schema
+        schema = schema.add(StructField(BUCKET_COLUMN, IntegerType(), True))
+        return schema.add(StructField(UNIT_COLUMN, IntegerType(), True))
 
     # ---- outputs -------------------------------------------------------------------------------
 
@@ -217,24 +225,42 @@ class UnitComputer:
             raise VertexFailure(part.vertex.name, part.ctx.subtask, self.task.attempt_id, error) from error
 
     def _write(self, exec_edge: ExecutionEdge, part: _Part) -> None:
-        """One dataset per edge and unit, partitioned by group and bucket: at most one file per
-        (group, bucket) for an all-to-all edge, one per producer partition for a pointwise one."""
+        """One dataset per edge and unit, a directory per consumer unit, at most one file per core
+        in each. The routing columns are computed before the coalesce, on the vertex's own
+        partitions (a pointwise bucket depends on the producer subtask)."""
         from pyspark.sql import functions as F
 
         dataset = join(self.attempt_dir, partition_relpath(exec_edge.index))
-        routed = with_routing(part.frame, self.topology, exec_edge, part.span)
-        if exec_edge.all_to_all:
-            routed = routed.repartition(F.col(GROUP_COLUMN), F.col(BUCKET_COLUMN))
-        routed.write.mode("overwrite").partitionBy(*ROUTING_COLUMNS).parquet(dataset)
+        routed = with_bucket(part.frame, self.topology, exec_edge, part.span)
+        if exec_edge.edge.distribution is Distribution.BROADCAST:
+            routed = routed.withColumn(UNIT_COLUMN, F.lit(-1))
+        else:
+            routed = with_unit(routed, self._consumer_units(exec_edge.dst))
+        routed.coalesce(self.files).write.mode("overwrite").partitionBy(UNIT_COLUMN).parquet(dataset)
         self.store.fs.write_text(join(dataset, SCHEMA_FILE), part.frame.schema.json())
 
+    def _consumer_units(self, vertex_index: int) -> list[tuple[int, int]]:
+        """``(first local subtask, unit)`` runs of a vertex's subtasks over the plan's units."""
+        runs = self._unit_runs.get(vertex_index)
+        if runs is None:
+            region_of = self.plan.region_set.region_of
+            base = self.topology.offsets[vertex_index]
+            runs = []
+            for local in range(self.topology.parallelism[vertex_index]):
+                unit = self.unit_of_region[region_of[base + local]]
+                if not runs or runs[-1][1] != unit:
+                    runs.append((local, unit))
+            self._unit_runs[vertex_index] = runs
+        return runs
+
     def _stage_sink(self, part: _Part) -> None:
-        """One Parquet file per non-empty subtask, then the per-subtask figures read back."""
+        """At most one Parquet file per core (and per subtask), numbered ``first``, ``first + 1``, ...
+        so that no two units' files share a name; then the figures per file, read back."""
         from pyspark.sql import functions as F
 
         staging = SinkCommitter.staging_root(self.attempt_dir, part.vertex.name)
-        tagged = part.frame.withColumn(SUBTASK_COLUMN, subtask_expression(part.span))
-        tagged = tagged.repartition(part.span.count, F.col(SUBTASK_COLUMN))
+        files = min(self.files, part.span.count)
+        tagged = part.frame.coalesce(files).withColumn(SUBTASK_COLUMN, F.spark_partition_id() + F.lit(part.span.first))
         tagged.write.mode("overwrite").partitionBy(SUBTASK_COLUMN).parquet(staging)
         written = self.spark.read.parquet(staging)
         data = [F.col(c) for c in written.columns if c != SUBTASK_COLUMN]

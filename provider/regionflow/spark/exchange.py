@@ -10,10 +10,11 @@ consumer subtask, its *bucket*, except on a BROADCAST edge, where every consumer
 - FORWARD and RESCALE: Flink's pointwise wiring from the producer subtask (`pointwise_consumers`);
   a producer that feeds several consumers spreads its rows over them by a hash of the row.
 
-A blocking edge stores the rows with two partition columns, ``_rf_group`` (the topology's partition
-group, the unit of release) and ``_rf_bucket``, so a unit writes one Parquet dataset per edge with
-at most one file per (group, bucket) and a reader prunes to its own buckets by a range filter: no
-file lists, O(P) files per edge and unit.
+A blocking edge is stored as one Parquet dataset per producer unit, partitioned by the consumer
+*unit* each row goes to (``_rf_unit``, computed from the bucket): a consumer unit reads its own
+directory of each producer unit's dataset (partition pruning, no file lists), and a producer unit
+writes at most one file per core and consumer unit, whatever P is. Writing one file per subtask
+would make the cost grow with P again: a Parquet file costs tens of milliseconds to open and commit.
 """
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ from dataclasses import dataclass
 
 from ..core.graph import Distribution
 from ..core.topology import ExecutionEdge, ExecutionTopology
-from .store import BUCKET_COLUMN, GROUP_COLUMN, SUBTASK_COLUMN
+from .store import BUCKET_COLUMN, SUBTASK_COLUMN, UNIT_COLUMN
 
-ROUTING_COLUMNS = (GROUP_COLUMN, BUCKET_COLUMN)
-__all__ = ["BUCKET_COLUMN", "GROUP_COLUMN", "ROUTING_COLUMNS", "SUBTASK_COLUMN", "Span"]
+ROUTING_COLUMNS = (UNIT_COLUMN, BUCKET_COLUMN)
+__all__ = ["BUCKET_COLUMN", "ROUTING_COLUMNS", "SUBTASK_COLUMN", "UNIT_COLUMN", "Span"]
 
 
 @dataclass(frozen=True)
@@ -63,40 +64,50 @@ def consumers_fed(topology: ExecutionTopology, exec_edge: ExecutionEdge, produce
     return Span(first.cons_lo - offset, last.cons_hi - offset)
 
 
-def with_routing(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span):
-    """`frame` with the group and bucket columns of `exec_edge` (bucket 0 on a BROADCAST edge)."""
+def with_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span):
+    """`frame` with the bucket column of `exec_edge` (0 on a BROADCAST edge: every consumer reads
+    every row)."""
     from pyspark.sql import functions as F
 
     distribution = exec_edge.edge.distribution
     consumers = topology.parallelism[exec_edge.dst]
-    group_lo = exec_edge.group_lo
     if distribution is Distribution.BROADCAST:
-        return frame.withColumns({GROUP_COLUMN: F.lit(group_lo), BUCKET_COLUMN: F.lit(0)})
+        return frame.withColumn(BUCKET_COLUMN, F.lit(0))
     if distribution is Distribution.HASH:
         bucket = F.pmod(F.hash(*[F.col(k) for k in exec_edge.edge.keys]), F.lit(consumers))
-        return frame.withColumns({GROUP_COLUMN: F.lit(group_lo), BUCKET_COLUMN: bucket})
+        return frame.withColumn(BUCKET_COLUMN, bucket)
     if distribution is Distribution.REBALANCE:
-        bucket = F.pmod(F.hash(*[F.col(c) for c in frame.columns]), F.lit(consumers))
-        return frame.withColumns({GROUP_COLUMN: F.lit(group_lo), BUCKET_COLUMN: bucket})
-    return _pointwise_routing(frame, topology, exec_edge, producers)
+        return frame.withColumn(BUCKET_COLUMN, F.pmod(F.hash(*[F.col(c) for c in frame.columns]), F.lit(consumers)))
+    return frame.withColumn(BUCKET_COLUMN, _pointwise_bucket(frame, topology, exec_edge, producers))
 
 
-def _pointwise_routing(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span):
+def _pointwise_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span):
     """FORWARD / RESCALE: Flink's wiring (see `core.topology`), as integer column arithmetic."""
     from pyspark.sql import functions as F
 
     s, t = topology.parallelism[exec_edge.src], topology.parallelism[exec_edge.dst]
-    columns = frame.columns
     producer = subtask_expression(producers)
-    if s >= t:  # consumer = ceil((p + 1) * t / s) - 1; one group per consumer
-        consumer = F.floor(((producer + 1) * t + (s - 1)) / s) - 1
-        consumer = consumer.cast("int")
-        return frame.withColumns({GROUP_COLUMN: F.lit(exec_edge.group_lo) + consumer, BUCKET_COLUMN: consumer})
-    # fan-out: producer p feeds [ceil(p t / s), ceil((p + 1) t / s)); one group per producer
+    if s >= t:  # consumer = ceil((p + 1) * t / s) - 1
+        return (F.floor(((producer + 1) * t + (s - 1)) / s) - 1).cast("int")
+    # fan-out: producer p feeds [ceil(p t / s), ceil((p + 1) t / s)), its rows spread by a row hash
     lo = F.floor((producer * t + (s - 1)) / s).cast("int")
     hi = F.floor(((producer + 1) * t + (s - 1)) / s).cast("int")
-    spread = F.pmod(F.hash(*[F.col(c) for c in columns]), hi - lo) if columns else F.lit(0)
-    return frame.withColumns({GROUP_COLUMN: F.lit(exec_edge.group_lo) + producer, BUCKET_COLUMN: lo + spread})
+    columns = frame.columns
+    return lo + (F.pmod(F.hash(*[F.col(c) for c in columns]), hi - lo) if columns else F.lit(0))
+
+
+def with_unit(frame, unit_runs: list[tuple[int, int]]):
+    """`frame` (with a bucket column) with the consumer unit of each row: `unit_runs` lists
+    ``(first bucket, unit)`` runs in bucket order (a vertex's units hold contiguous subtasks)."""
+    from pyspark.sql import functions as F
+
+    if len(unit_runs) == 1:
+        return frame.withColumn(UNIT_COLUMN, F.lit(unit_runs[0][1]))
+    bucket = F.col(BUCKET_COLUMN)
+    unit = F.when(bucket < unit_runs[1][0], F.lit(unit_runs[0][1]))
+    for (_, current), (following, _) in zip(unit_runs[1:], unit_runs[2:]):
+        unit = unit.when(bucket < following, F.lit(current))
+    return frame.withColumn(UNIT_COLUMN, unit.otherwise(F.lit(unit_runs[-1][1])))
 
 
 def only_buckets(frame, consumers: Span):
@@ -105,17 +116,6 @@ def only_buckets(frame, consumers: Span):
 
     bucket = F.col(BUCKET_COLUMN)
     return frame.where((bucket >= consumers.first) & (bucket < consumers.end))
-
-
-def deliver(frame, exec_edge: ExecutionEdge, consumers: Span):
-    """An input as the consumer function receives it: one partition per consumer subtask, laid out
-    as the edge's distribution says (HASH by key; pointwise and BROADCAST as produced)."""
-    distribution = exec_edge.edge.distribution
-    if distribution is Distribution.HASH:
-        return frame.repartition(consumers.count, *exec_edge.edge.keys)
-    if distribution is Distribution.REBALANCE:
-        return frame.repartition(consumers.count)
-    return frame
 
 
 def missing_keys(exec_edge: ExecutionEdge, columns: list[str]) -> list[str]:

@@ -223,7 +223,8 @@ class LocalRunner:
         task = UnitTask(job=self.job_reference, mode=self.plan.mode.value, run_id=self.run_id,
                         data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
                         regions=list(self.shards[unit].regions), attempt_id=attempt_id, host=host.name,
-                        width=self.layout.width(unit, self.largest_host), inputs=self._input_descriptors(unit))
+                        width=self.layout.width(unit, self.largest_host), inputs=self._input_descriptors(unit),
+                        slots=len(grant.slots), max_shards=self.options.max_shards)
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
         self.log_paths[unit] = log_path
         assert self.backend is not None, "run() chooses the backend before the first attempt"
@@ -301,7 +302,7 @@ class LocalRunner:
         if self.options.keep_partitions:
             return
         for group_index in groups:
-            self.store.release(self.layout.partition_paths(group_index, self.store))
+            self.store.release(self.layout.released_paths(group_index, self.store))
 
     def _sink_figures(self) -> dict[str, dict[str, Any]]:
         return self.layout.sink_figures(self.store, self.options.data_dir)

@@ -11,10 +11,10 @@ Layout of one run::
 
     {data_dir}/{run_id}/
       _attempts/{unit_key}/{attempt_id}/     an attempt's private output, invisible to readers
-        e{edge}/_rf_group={g}/_rf_bucket={b}/part-*.parquet
-                                             a blocking edge: one Parquet dataset per unit, its rows
-                                             partitioned by partition group and consumer subtask
-        _sink/{vertex}/_rf_subtask={s}/part-*.parquet   staged sink output, one file per subtask
+        e{edge}/_rf_unit={u}/part-*.parquet  a blocking edge: one Parquet dataset per unit, a directory
+                                             per consumer unit, at most one file per core in each
+        _sink/{vertex}/_rf_subtask={s}/part-*.parquet   staged sink output: one file per core, numbered by
+                                             the unit's subtasks (at most one file per subtask)
       units/{unit_key}/                      the committed attempt: same tree, plus
         _manifest.json, _SUCCESS             written before the rename that publishes the unit
 
@@ -52,10 +52,10 @@ SINK_MARKER = "_regionflow_sink.json"
 ATTEMPTS = "_attempts"
 UNITS = "units"
 SINK_STAGING = "_sink"
-# Partition columns of the Parquet datasets regionflow writes (Hive-style directories ``name=value``).
-GROUP_COLUMN = "_rf_group"  # a blocking edge's partition group: the unit of release
-BUCKET_COLUMN = "_rf_bucket"  # the consumer subtask a row goes to
-SUBTASK_COLUMN = "_rf_subtask"  # a staged sink file's subtask
+# Columns of the Parquet datasets regionflow writes; partition columns are Hive-style directories.
+UNIT_COLUMN = "_rf_unit"  # partition column of a blocking edge's dataset: the consumer unit a row goes to
+BUCKET_COLUMN = "_rf_bucket"  # data column: the consumer subtask a row goes to
+SUBTASK_COLUMN = "_rf_subtask"  # partition column of a staged sink: the file's subtask number
 
 # Keys become single path components on local disks, HDFS and object stores alike: no separators,
 # no glob characters (Hadoop expands [] {} * ?), no ':' (HDFS rejects it), no leading '.' (hidden).
@@ -107,12 +107,9 @@ def vertex_component(vertex: str) -> str:
     return f"{safe_component(vertex)[:180]}-{hashlib.sha1(vertex.encode('utf-8')).hexdigest()[:10]}"
 
 
-def partition_relpath(edge: int, group: int | None = None) -> str:
-    """Inside an attempt or unit dir: the dataset of job edge `edge` (one per unit), or, given a
-    group, the directory of that partition group's rows in it."""
-    if group is None:
-        return f"e{int(edge)}"
-    return f"e{int(edge)}/{GROUP_COLUMN}={int(group)}"
+def partition_relpath(edge: int) -> str:
+    """Inside an attempt or unit dir: the Parquet dataset of job edge `edge` (one per unit)."""
+    return f"e{int(edge)}"
 
 
 def join(base: str, *parts: str) -> str:
@@ -510,10 +507,10 @@ class PartitionStore:
     def unit_path(self, unit_key: str) -> str:
         return join(self.units_dir, validate_key(unit_key))
 
-    def partition_path(self, unit_key: str, edge: int, group: int) -> str:
-        """A partition group's rows in a committed unit; the only kind of path a reader is ever given
-        (it reads the dataset around it, ``partition_path(...)/..``, pruned to its own buckets)."""
-        return join(self.unit_path(unit_key), partition_relpath(edge, group))
+    def partition_path(self, unit_key: str, edge: int) -> str:
+        """A committed unit's dataset of one blocking edge; the only kind of path a reader is ever
+        given (it reads the directory of its own consumer unit in it: partition pruning)."""
+        return join(self.unit_path(unit_key), partition_relpath(edge))
 
     # ---- checks -----------------------------------------------------------------------------------
 

@@ -39,6 +39,8 @@ class UnitTask:
     attempt_id: str
     host: str = "localhost"
     width: int = 1
+    slots: int = 1  # the grant: a unit writes at most this many files per output (one per core)
+    max_shards: int | None = 1  # how the plan was cut into units (`Plan.shards`), to route rows to them
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # group id -> descriptor ref
     reference: bool = False
     result_path: str | None = None  # reference runs write their sink figures here

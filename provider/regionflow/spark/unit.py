@@ -27,10 +27,12 @@ ENTRY_POINT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py
 class UnitLayout:
     def __init__(self, plan: Plan, max_shards: int | None) -> None:
         self.plan = plan
+        self.max_shards = max_shards
         self.shards: list[Shard] = plan.shards(max_shards)
         self.unit_of_region = {r: u for u, shard in enumerate(self.shards) for r in shard.regions}
         self.names = [plan.shard_name(shard) for shard in self.shards]
         self.keys = [unit_key_for(name) for name in self.names]
+        self._pending_groups: dict[tuple[int, int], set[int]] = {}
 
     def scheduler(self) -> RegionScheduler:
         return RegionScheduler(self.plan, [shard.regions for shard in self.shards])
@@ -56,7 +58,7 @@ class UnitLayout:
         locations = []
         for producer in group.producers:
             unit = self.unit_of_region[region_of[producer]]
-            path = store.partition_path(self.keys[unit], group.edge, group.index)
+            path = store.partition_path(self.keys[unit], group.edge)
             locations.append(PartitionLocation(producer, host_of(unit), path))
         return locations
 
@@ -73,12 +75,28 @@ class UnitLayout:
                     entry["checksum"] = (entry["checksum"] + figures["checksum"]) % CHECKSUM_MODULUS
         return totals
 
-    def partition_paths(self, group_index: int, store: PartitionStore) -> list[str]:
-        """The group's directory in each unit that produced into it (what releasing it deletes)."""
+    def released_paths(self, group_index: int, store: PartitionStore) -> list[str]:
+        """Called once per released partition group: the edge datasets of the producer units that
+        wrote into it, for those units whose every group of that edge is now released."""
         group = self.plan.topology.groups[group_index]
         region_of = self.plan.region_set.region_of
-        units = dict.fromkeys(self.unit_of_region[region_of[p]] for p in group.producers)
-        return [store.partition_path(self.keys[unit], group.edge, group.index) for unit in units]
+        paths = []
+        for unit in dict.fromkeys(self.unit_of_region[region_of[p]] for p in group.producers):
+            pending = self._pending_groups.setdefault((unit, group.edge), self._groups_written(unit, group.edge))
+            pending.discard(group_index)
+            if not pending:
+                paths.append(store.partition_path(self.keys[unit], group.edge))
+        return paths
+
+    def _groups_written(self, unit: int, edge: int) -> set[int]:
+        topology = self.plan.topology
+        exec_edge = topology.edges[edge]
+        written: set[int] = set()
+        for region in self.shards[unit].regions:
+            for subtask in self.plan.regions[region].members:
+                if topology.vertex_of(subtask) == exec_edge.src:
+                    written.add(topology.produced_group(exec_edge, subtask - topology.offsets[exec_edge.src]).index)
+        return written
 
 
 def default_conf(slots: int, job_conf: dict[str, str]) -> dict[str, str]:
