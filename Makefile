@@ -35,7 +35,7 @@ $(STAMP): setup.py | $(VPY)
 	touch $@
 
 test: venv
-	$(VPY) -m pytest tests -q -ra --timeout=900 $(PYTEST_ARGS)
+	$(VPY) -m pytest tests -q -ra --timeout=900 --durations=30 $(PYTEST_ARGS)
 
 DEMO_DIR ?= $(CURDIR)/.demo
 DEMO_MODE ?= pointwise-pipelined-only

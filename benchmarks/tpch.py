@@ -7,8 +7,10 @@ Usage: .venv/bin/python benchmarks/tpch.py [--sf 0.1] [--repeats 3] [--modes all
 The tables are generated once per scale factor under --tpch-dir (kept between invocations). For every
 query, the median of --repeats runs of:
   duckdb     the official query text (``PRAGMA tpch(q)``) on views over the Parquet, --slots threads;
-  plain      the job's vertex functions as one plain PySpark program (`run_reference`, one spark-submit:
-             its makespan includes the JVM start);
+  plain      the job's vertex functions as one plain PySpark program (`run_reference`): with the session
+             backend a client session of the same Spark Connect server as the mode it is compared with,
+             run right before each regionflow run (so both see the same JVM, cores and cache state);
+             with --backend submit one spark-submit (its makespan includes the JVM start);
   <mode>     `regionflow run` (LocalRunner) of the job (`regionflow.examples.tpch.build_job`). session
              backend: one Spark Connect server per mode, started before the mode's runs and shared by
              them (like Flink's TaskManagers, which outlive jobs), so the makespan excludes its start.
@@ -58,14 +60,21 @@ def main() -> None:
     rows: list[dict] = []
     for query in queries:  # one kind at a time: never two Spark JVMs at once
         rows.append(_duckdb(query, tables, args))
-    plain = {}
-    for query in queries:
-        plain[query] = _plain(query, jobs[query], data_dir, args)
-        rows.append(plain[query])
+    plain: dict[tuple[int, str], dict] = {}
+    if args.backend == "submit":
+        for query in queries:
+            plain[(query, "")] = _plain(query, jobs[query], data_dir, args)
+            rows.append(plain[(query, "")])
     for mode in modes:
-        rows += _regionflow(mode, jobs, data_dir, args)
+        mode_rows = _regionflow(mode, jobs, data_dir, args)
+        for row in mode_rows:
+            if row["run"].startswith("plain"):
+                plain[(row["query"], mode)] = row
+        rows += mode_rows
     for row in rows:
-        row["ratio_to_plain"] = round(row["makespan_s"] / plain[row["query"]]["makespan_s"], 3)
+        base = plain.get((row["query"], row.get("mode", ""))) or next(
+            value for (query, _), value in plain.items() if query == row["query"])
+        row["ratio_to_plain"] = round(row["makespan_s"] / base["makespan_s"], 3)
     rows.sort(key=lambda row: queries.index(row["query"]))
     print(json.dumps({"sf": args.sf, "slots": args.slots, "parallelism": args.parallelism, "rows": rows}, indent=2))
     for row in rows:
@@ -117,12 +126,20 @@ def _regionflow(mode: str, jobs: dict[int, str], data_dir: str, args) -> list[di
     try:
         for query, job in jobs.items():
             times, walls, summary = [], [], None
+            plain_times, plain_summary = [], None
             for _ in range(args.repeats):
+                if servers is not None:  # plain PySpark on the same server, right before
+                    plain_summary = run_reference(job, plans[query], _options(data_dir, slots, args.backend, servers))
+                    plain_times.append(plain_summary.makespan)
                 began = time.monotonic()
                 summary = LocalRunner(job, plans[query], _options(data_dir, slots, args.backend, servers)).run()
                 walls.append(time.monotonic() - began)
                 times.append(summary.makespan)
-            rows.append({"query": query, "run": f"regionflow {mode}",
+            if plain_summary is not None:
+                rows.append({"query": query, "mode": mode, "run": f"plain pyspark ({mode} server)",
+                             "resources": f"slots={slots}", "makespan_s": round(statistics.median(plain_times), 2),
+                             "answer": _check_sink(query, job, plain_summary, data_dir, args)})
+            rows.append({"query": query, "mode": mode, "run": f"regionflow {mode}",
                          "resources": f"slots={slots} units={len(summary.units)}",
                          "makespan_s": round(statistics.median(times), 2), "wall_s": round(statistics.median(walls), 2),
                          "answer": _check_sink(query, job, summary, data_dir, args),

@@ -235,5 +235,6 @@ def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(orders_
     assert orders.attempts == 2
     totals = summary.sinks["totals"]
     assert (totals["rows"], totals["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
-    assert sorted(os.listdir(totals["path"])) == ["_regionflow_sink.json", "part-00000.parquet",
-                                                  "part-00001.parquet"]  # one file per core (2)
+    files = sorted(os.listdir(totals["path"]))  # whole files, at most one per core (2) of the grant
+    assert files[0] == "_regionflow_sink.json" and files[1:] in (["part-00000.parquet"],
+                                                                 ["part-00000.parquet", "part-00001.parquet"])
