@@ -34,19 +34,21 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--plot", default=None, help="write a PNG plot here (needs matplotlib)")
+    parser.add_argument("--driver-memory", default="4g", help="the server JVM's heap: all-pipelined at P=256 runs "
+                        "P tasks at once (Spark's default 1g runs out)")
     args = parser.parse_args()
     os.environ["REGIONFLOW_ORDERS_COUNT"] = str(args.rows)  # read when the example module is imported
     rows = []
     for mode in args.modes.split(","):
         for parallelism in (int(p) for p in args.parallelism.split(",")):
-            rows.append(measure(mode, parallelism, args.slots, args.repeats))
+            rows.append(measure(mode, parallelism, args.slots, args.repeats, args.driver_memory))
             print_row(rows[-1], flush=True)
     print(json.dumps({"rows": rows}, indent=2))
     if args.plot:
         plot(rows, args.plot)
 
 
-def measure(mode: str, parallelism: int, slots: int, repeats: int) -> dict:
+def measure(mode: str, parallelism: int, slots: int, repeats: int, driver_memory: str = "4g") -> dict:
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
     from regionflow.scheduling.hosts import Cluster
@@ -62,7 +64,7 @@ def measure(mode: str, parallelism: int, slots: int, repeats: int) -> dict:
     os.makedirs(events)
     servers = SessionServers(cluster, os.path.join(work, "sessions"), base_port=None,
                              conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}",
-                                   "spark.eventLog.compress": "false"})
+                                   "spark.eventLog.compress": "false", "spark.driver.memory": driver_memory})
     servers.start()
     try:
         reference_s, reference_jobs, reference_sink = [], [], None
