@@ -291,3 +291,18 @@ def test_debug_adds_the_traceback_to_the_one_line_error(capsys, tmp_path):
     path = write_spec(tmp_path, {"vertices": [{"id": "A", "parallelism": 0}]})
     code, out, err = run(capsys, "--debug", "plan", path)
     assert code == 2 and "Traceback" in err and err.strip().splitlines()[-1].startswith("regionflow: error: ")
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["bench", "topology", "--parallelism", "200", "--repeats", "1", "--naive-parallelism", "20", "--format",
+      "json"], "build_ms"),
+    (["bench", "schedule", "--parallelism", "50", "--slots", "10", "--format", "json"], None),
+    (["bench", "pool", "--bulks", "200", "--slots", "20", "--hosts", "4", "--baseline-bulks", "0",
+      "--format", "json"], None),
+])
+def test_every_bench_command_runs_and_prints_json(capsys, argv, field):
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert isinstance(result, dict) and result
+    if field:
+        assert result[field] >= 0

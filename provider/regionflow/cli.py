@@ -298,6 +298,8 @@ def _add_bench(commands) -> None:
     pool.add_argument("--slots", type=_positive_int, default=1_000)
     pool.add_argument("--hosts", type=_positive_int, default=100)
     pool.add_argument("--seed", type=int, default=0)
+    pool.add_argument("--baseline-bulks", type=int, default=10_000,
+                      help="bulks of the naive pool's run it is compared with (0: no baseline)")
     pool.add_argument("--format", choices=("text", "json"), default="text")
     pool.set_defaults(handler=_bench_handler("pool"))
 
@@ -310,7 +312,7 @@ def _add_bench(commands) -> None:
 
 def _bench_handler(kind: str) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        options = {k: v for k, v in vars(args).items() if k not in ("handler", "format")}
+        options = {k: v for k, v in vars(args).items() if k not in ("handler", "format", "debug")}
         _print_result(_bench_function(kind)(**options), args.format)
         return 0
 
