@@ -16,7 +16,6 @@ max(slots, P) slots (Spark runs them as threads on the same cores) and the row s
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import statistics
@@ -49,6 +48,7 @@ def main() -> None:
 
 
 def measure(mode: str, parallelism: int, slots: int, repeats: int, driver_memory: str = "4g") -> dict:
+    from regionflow.bench.spark_counts import blocking_files, event_log_conf, jobs_started
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
     from regionflow.scheduling.hosts import Cluster
@@ -63,28 +63,28 @@ def measure(mode: str, parallelism: int, slots: int, repeats: int, driver_memory
     events = os.path.join(work, "events")
     os.makedirs(events)
     servers = SessionServers(cluster, os.path.join(work, "sessions"), base_port=None,
-                             conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}",
-                                   "spark.eventLog.compress": "false", "spark.driver.memory": driver_memory})
+                             conf={**event_log_conf(events), "spark.driver.memory": driver_memory})
     servers.start()
     try:
         reference_s, reference_jobs, reference_sink = [], [], None
         runs_s, run_jobs, files, sink = [], [], {}, None
         for repeat in range(repeats):
-            before = job_count(events)
+            before = jobs_started(events)
             began = time.monotonic()
             options = RunOptions(data_dir=os.path.join(work, "data"), cluster=cluster, progress=None,
                                  backend="session", servers=servers, run_id=f"reference-{repeat}")
             reference_sink = run_reference(JOB, plan, options).sinks["totals"]
             reference_s.append(time.monotonic() - began)
-            reference_jobs.append(job_count(events) - before)
-            before = job_count(events)
+            reference_jobs.append(jobs_started(events) - before)
+            before = jobs_started(events)
             options = RunOptions(data_dir=os.path.join(work, "data"), cluster=cluster, progress=None,
                                  backend="session", servers=servers, keep_partitions=True, run_id=f"run-{repeat}")
             summary = LocalRunner(JOB, plan, options).run()
             runs_s.append(summary.makespan)
-            run_jobs.append(job_count(events) - before)
+            run_jobs.append(jobs_started(events) - before)
             sink = summary.sinks["totals"]
-            files = blocking_files(os.path.join(work, "data", f"run-{repeat}", "units"), plan)
+            files = {f"{plan.topology.edges[e].edge.src}->{plan.topology.edges[e].edge.dst}": count for e, count in
+                     blocking_files(os.path.join(work, "data", f"run-{repeat}", "units"), plan).items()}
     finally:
         servers.stop()
     vertices = len(plan.graph.vertices)
@@ -99,29 +99,6 @@ def measure(mode: str, parallelism: int, slots: int, repeats: int, driver_memory
         "max_files_per_blocking_edge_over_p": round(max(files.values(), default=0) / parallelism, 2),
         "checksum_matches": (sink["rows"], sink["checksum"]) == (reference_sink["rows"], reference_sink["checksum"]),
     }
-
-
-def job_count(events_dir: str) -> int:
-    """Spark jobs started so far, from the event log (the listener bus, written as JSON lines)."""
-    total = 0
-    for path in glob.glob(os.path.join(events_dir, "**", "*"), recursive=True):
-        if os.path.isdir(path):
-            continue
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            total += sum(1 for line in handle if '"Event":"SparkListenerJobStart"' in line)
-    return total
-
-
-def blocking_files(units_dir: str, plan) -> dict[str, int]:
-    """Data files per blocking edge over all units, ``src->dst`` -> count."""
-    files: dict[str, int] = {}
-    for exec_edge in plan.topology.edges:
-        if not exec_edge.blocking:
-            continue
-        name = f"{exec_edge.edge.src}->{exec_edge.edge.dst}"
-        pattern = os.path.join(units_dir, "*", f"e{exec_edge.index}", "**", "part-*")
-        files[name] = len(glob.glob(pattern, recursive=True))
-    return files
 
 
 def print_row(row: dict, flush: bool = False) -> None:

@@ -101,6 +101,7 @@ def event_servers(tmp_path_factory: pytest.TempPathFactory):
     """One Spark Connect server (4 slots) for the whole test session, with its event log on: the
     vertex-level and TPC-H tests share it through ``RunOptions(servers=...)`` and count Spark jobs
     from the log. Yields ``(servers, events_dir)``."""
+    from regionflow.bench.spark_counts import event_log_conf
     from regionflow.scheduling.hosts import Cluster
     from regionflow.spark.connect import CONNECT_CLIENT_VARIABLES, SessionServers
 
@@ -108,8 +109,7 @@ def event_servers(tmp_path_factory: pytest.TempPathFactory):
     events = work / "events"
     events.mkdir()
     servers = SessionServers(Cluster.local_default(4), str(work / "sessions"), base_port=None,
-                             conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}",
-                                   "spark.eventLog.compress": "false"})
+                             conf=event_log_conf(str(events)))
     servers.start()
     yield servers, str(events)
     servers.stop()

@@ -136,7 +136,7 @@ def test_bad_offload_min_size_names_the_option(tmp_path, value):
 def test_bench_locations_look_like_the_store_layout():
     first = bench_locations(250)[123]
     assert first.producer == 123 and first.host.startswith("h")
-    assert first.path == "/tmp/rf-data/run-2026-11-22T00:00:00/units/source+sink-1/e0/_rf_group=0"
+    assert first.path == "/tmp/rf-data/run-2026-11-22T00:00:00/units/source+sink-1/e0"
 
 
 def test_bench_offloaded_ships_under_one_percent():
@@ -156,9 +156,9 @@ def test_bench_contrast_stays_inline():
 
 
 def test_a_groups_shared_directory_is_stored_once_and_old_descriptors_still_load():
-    shared = [PartitionLocation(p, "h0", f"/d/units/u{p // 100}/e0/_rf_group=0") for p in range(1000)]
+    shared = [PartitionLocation(p, "h0", f"/d/units/u{p // 100}/e0") for p in range(1000)]
     document = json.loads(serialise(shared))
-    assert document["leaf"] == "_rf_group=0" and len(document["dirs"]) == 10
+    assert document["leaf"] == "e0" and len(document["dirs"]) == 10
     assert deserialise(serialise(shared)) == shared
     per_producer = [PartitionLocation(p, "h0", f"/d/units/u/e0/p{p}") for p in range(5)]
     assert json.loads(serialise(per_producer))["leaf"] is None

@@ -9,22 +9,13 @@ import os
 
 import pytest
 
+from regionflow.bench.spark_counts import blocking_files, jobs_started
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
 
 pytestmark = pytest.mark.timeout(600)
 SCALED = "regionflow.examples.orders:scaled_job"
-
-
-def jobs_started(events_dir: str) -> int:
-    total = 0
-    for path in glob.glob(os.path.join(events_dir, "**", "*"), recursive=True):
-        if os.path.isdir(path):
-            continue
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            total += sum(1 for line in handle if '"Event":"SparkListenerJobStart"' in line)
-    return total
 
 
 def run(job, mode, tmp_path, servers, **extra):
@@ -34,10 +25,8 @@ def run(job, mode, tmp_path, servers, **extra):
     return runner, runner.run()
 
 
-def blocking_files(tmp_path, runner) -> dict[int, int]:
-    units = os.path.join(str(tmp_path), runner.run_id, "units")
-    return {e.index: len(glob.glob(os.path.join(units, "*", f"e{e.index}", "**", "part-*"), recursive=True))
-            for e in runner.plan.topology.edges if e.blocking}
+def edge_files(tmp_path, runner) -> dict[int, int]:
+    return blocking_files(os.path.join(str(tmp_path), runner.run_id, "units"), runner.plan)
 
 
 @pytest.mark.parametrize("mode", ["all-blocking", "all-pipelined"])
@@ -51,7 +40,7 @@ def test_jobs_per_vertex_do_not_grow_with_parallelism_and_files_stay_linear(
         runner, summary = run(SCALED, mode, tmp_path / str(parallelism), servers, keep_partitions=True)
         jobs[parallelism] = jobs_started(events) - before
         sinks[parallelism] = summary.sinks["totals"]
-        files[parallelism] = blocking_files(tmp_path / str(parallelism), runner)
+        files[parallelism] = edge_files(tmp_path / str(parallelism), runner)
         assert all(0 < count <= 2 * parallelism for count in files[parallelism].values()), files
         parts = [name for name in os.listdir(summary.sinks["totals"]["path"]) if name.startswith("part-")]
         assert 1 <= len(parts) <= 4  # at most one sink file per core of the grant, whatever P is

@@ -70,6 +70,7 @@ class UnitComputer:
         self.unit_index = self.unit_of_region[task.regions[0]] if task.regions else -1
         self.files = max(1, task.slots)  # at most this many files per output: one per core
         self._unit_runs: dict[int, list[tuple[int, int]]] = {}
+        self.spans = self._unit_spans()
         self.parts: dict[int, list[_Part]] = {}
         self.sink_figures: dict[str, dict[str, dict[str, int]]] = {}
 
@@ -77,32 +78,30 @@ class UnitComputer:
 
     def run(self) -> None:
         """Define every vertex's DataFrame (no Spark job yet), then materialise the outputs."""
-        for vertex_index in range(len(self.topology.vertex_names)):
-            for span in self._spans(vertex_index):
-                self.parts.setdefault(vertex_index, []).append(self._define(vertex_index, span))
-        for parts in self.parts.values():
-            for part in parts:
-                self._count_uses(part)
-        for parts in self.parts.values():
-            for part in parts:
-                self._materialise(part)
-        for parts in self.parts.values():
-            for part in parts:
-                if part.frame.is_cached:
-                    part.frame.unpersist()
+        for vertex_index, spans in sorted(self.spans.items()):
+            self.parts[vertex_index] = [self._define(vertex_index, span) for span in spans]
+        parts = [part for vertex_parts in self.parts.values() for part in vertex_parts]
+        for part in parts:
+            self._count_uses(part)
+        for part in parts:
+            self._materialise(part)
+        for part in parts:
+            if part.frame.is_cached:
+                part.frame.unpersist()
 
-    def _spans(self, vertex_index: int) -> list[Span]:
-        """The unit's subtasks of a vertex as runs of consecutive indices (one run in every plan the
-        planner makes: shards are contiguous)."""
-        base = self.topology.offsets[vertex_index]
-        local = sorted(s - base for s in self.in_unit
-                       if base <= s < self.topology.offsets[vertex_index + 1])
-        spans: list[Span] = []
-        for index in local:
-            if spans and spans[-1].end == index:
-                spans[-1] = Span(spans[-1].first, index + 1)
+    def _unit_spans(self) -> dict[int, list[Span]]:
+        """Per vertex, the unit's subtasks as runs of consecutive local indices (one run in every plan
+        the planner makes: shards are contiguous)."""
+        spans: dict[int, list[Span]] = {}
+        topology = self.topology
+        for subtask in sorted(self.in_unit):
+            vertex = topology.vertex_of(subtask)
+            index = subtask - topology.offsets[vertex]
+            runs = spans.setdefault(vertex, [])
+            if runs and runs[-1].end == index:
+                runs[-1] = Span(runs[-1].first, index + 1)
             else:
-                spans.append(Span(index, index + 1))
+                runs.append(Span(index, index + 1))
         return spans
 
     def _define(self, vertex_index: int, span: Span) -> _Part:
@@ -165,7 +164,7 @@ class UnitComputer:
             return None
         schema = self._schema(datasets[0])
         broadcast = exec_edge.edge.distribution is Distribution.BROADCAST
-        several_spans = len(self._spans(exec_edge.dst)) > 1
+        several_spans = len(self.spans[exec_edge.dst]) > 1
         frames = []
         for dataset in datasets:
             frame = self.spark.read.schema(schema).option("basePath", dataset).parquet(dataset)
@@ -263,16 +262,9 @@ class UnitComputer:
         tagged = part.frame.coalesce(files).withColumn(SUBTASK_COLUMN, F.spark_partition_id() + F.lit(part.span.first))
         tagged.write.mode("overwrite").partitionBy(SUBTASK_COLUMN).parquet(staging)
         written = self.spark.read.parquet(staging)
-        data = [F.col(c) for c in written.columns if c != SUBTASK_COLUMN]
-        rows = written.groupBy(SUBTASK_COLUMN).agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.sum(F.xxhash64(*data).cast("decimal(38,0)")).alias("checksum"),
-        ).collect() if data else []
-        self.sink_figures[part.vertex.name] = {
-            str(row[SUBTASK_COLUMN]): {"rows": int(row["rows"]),
-                                       "checksum": int(row["checksum"] or 0) % CHECKSUM_MODULUS}
-            for row in rows
-        }
+        data = [c for c in written.columns if c != SUBTASK_COLUMN]
+        rows = written.groupBy(SUBTASK_COLUMN).agg(*_figure_columns(data)).collect() if data else []
+        self.sink_figures[part.vertex.name] = {str(row[SUBTASK_COLUMN]): _figures_of(row) for row in rows}
 
 
 def _union_all(frames: list):
@@ -292,10 +284,17 @@ def check_frame(frame) -> None:
 
 def frame_figures(frame) -> tuple[int, int]:
     """Row count and an order-independent checksum: the sum of every row's xxhash64, mod 2^64."""
+    figures = _figures_of(frame.agg(*_figure_columns(frame.columns)).collect()[0])
+    return figures["rows"], figures["checksum"]
+
+
+def _figure_columns(columns: list[str]) -> list:
+    """The aggregates behind `frame_figures`, for ``agg`` over the data `columns`."""
     from pyspark.sql import functions as F
 
-    row = frame.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(F.xxhash64(*[F.col(c) for c in frame.columns]).cast("decimal(38,0)")).alias("checksum"),
-    ).collect()[0]
-    return int(row["rows"]), int(row["checksum"] or 0) % CHECKSUM_MODULUS
+    return [F.count(F.lit(1)).alias("rows"),
+            F.sum(F.xxhash64(*[F.col(c) for c in columns]).cast("decimal(38,0)")).alias("checksum")]
+
+
+def _figures_of(row) -> dict[str, int]:
+    return {"rows": int(row["rows"]), "checksum": int(row["checksum"] or 0) % CHECKSUM_MODULUS}

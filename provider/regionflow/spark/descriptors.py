@@ -87,7 +87,7 @@ def deserialise(data: bytes) -> list[PartitionLocation]:
     hosts = document["hosts"]
     dirs = [document["prefix"] + directory for directory in document["dirs"]]
     leaf = document["leaf"]
-    if leaf is None:  # the layout before partition-group datasets: one directory per producer
+    if leaf is None:  # the layout before per-unit edge datasets: one directory per producer
         leaves = [f"p{producer}" for producer in producers]
     else:
         leaves = [leaf] * len(producers) if isinstance(leaf, str) else leaf
@@ -98,8 +98,8 @@ def deserialise(data: bytes) -> list[PartitionLocation]:
 
 
 def _leaf_column(producers: list[int], leaves: list[str]) -> str | list[str] | None:
-    """One leaf shared by every location (a group's directory: the usual case), None for leaves that
-    are ``p<producer>``, else the whole column."""
+    """One leaf shared by every location (``e<edge>``, the edge dataset of each producer unit: the
+    usual case), None for leaves that are ``p<producer>``, else the whole column."""
     if leaves and all(leaf == leaves[0] for leaf in leaves):
         return leaves[0]
     if all(leaf == f"p{producer}" for producer, leaf in zip(producers, leaves)):
@@ -292,7 +292,7 @@ def bench_locations(parallelism: int, seed: int = 2026) -> list[PartitionLocatio
     unit_hosts = [f"h{rng.randrange(BENCH_HOSTS)}" for _ in range(-(-parallelism // BENCH_UNIT_SIZE))]
     return [
         PartitionLocation(p, unit_hosts[p // BENCH_UNIT_SIZE],
-                          f"{BENCH_ROOT}/source+sink-{p // BENCH_UNIT_SIZE}/e0/_rf_group=0")
+                          f"{BENCH_ROOT}/source+sink-{p // BENCH_UNIT_SIZE}/e0")
         for p in range(parallelism)
     ]
 

@@ -8,8 +8,8 @@ the partitions of that one computation (`computer.UnitComputer`, wiring in `exch
 - an edge whose producer ran in another unit is read from the partition store, the producer units'
   datasets found through the input descriptors and pruned to this unit's buckets;
 - an output with a consumer outside the unit is written to the attempt's directory as one Parquet
-  dataset per edge, partitioned by partition group and consumer subtask (O(P) files);
-- a sink's output is staged as one Parquet file per subtask inside the attempt.
+  dataset per edge, a directory per consumer unit, at most one file per granted core in each;
+- a sink's output is staged inside the attempt as at most one Parquet file per granted core.
 
 Then the attempt commits: one atomic rename publishes all of it, the first attempt to commit wins,
 and the winner publishes its sink files. A failing vertex function fails the unit with the vertex,

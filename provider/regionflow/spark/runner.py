@@ -29,6 +29,7 @@ from .backends import SessionBackend, SubmitBackend
 from .connect import SessionServers
 from .descriptors import DescriptorCache
 from .program import resolve_sink_path
+from .session_backend import apply_session_conf
 from .store import PartitionStore, SinkCommitter, local_path
 from .submit import SubmissionResult, build_py_files
 from .task import UnitTask
@@ -357,9 +358,7 @@ def _reference_in_session(plan: Plan, task: UnitTask, url: str, job_conf: dict[s
     started = time.monotonic()
     spark = SparkSession.builder.remote(url).create()
     try:
-        for key, value in job_conf.items():
-            if key.startswith("spark.sql."):
-                spark.conf.set(key, value)
+        apply_session_conf(spark, job_conf)
         sinks = run_reference_program(spark, plan, task)["sinks"]
     except Exception as error:  # noqa: BLE001 - reported like a failed reference submission
         raise RunFailed(f"the reference run of {plan.graph.name} failed: {error}") from error

@@ -118,11 +118,7 @@ class SessionSubmission:
         spark = SparkSession.builder.remote(self.url).create()
         fail_fast_on_a_lost_server(spark)
         spark.addTag(self.tag)
-        for key, value in self.conf.items():
-            if not key.startswith("spark.sql."):
-                note(f"conf {key} sizes an application and stays the server's (session backend)")
-                continue
-            spark.conf.set(key, value)
+        apply_session_conf(spark, self.conf, note)
         with self._lock:
             self._spark = spark
         if self._killed.is_set():  # killed while connecting
@@ -139,6 +135,16 @@ class SessionSubmission:
                 spark.stop()
             except Exception:  # noqa: BLE001 - closing a session of a server that went away
                 pass
+
+
+def apply_session_conf(spark: Any, conf: Mapping[str, str], note: Callable[[str], None] = lambda line: None) -> None:
+    """Set a submission's runtime SQL conf (``spark.sql.*``) on a Connect session; anything else
+    sizes an application, stays the server's, and is noted as not applied."""
+    for key, value in conf.items():
+        if not key.startswith("spark.sql."):
+            note(f"conf {key} sizes an application and stays the server's (session backend)")
+            continue
+        spark.conf.set(key, value)
 
 
 LOST_SERVER_RETRIES = 4  # 0.05 + 0.2 + 0.8 + 1 s: a dead server fails the attempt in ~2 s
@@ -169,4 +175,4 @@ def _answers(url: str) -> bool:
         return False
 
 
-__all__ = ["SessionSubmission"]
+__all__ = ["SessionSubmission", "apply_session_conf"]
