@@ -27,7 +27,8 @@ class Field:
 
     `kind` is one of ``"string"``, ``"integer"``, ``"number"``, ``"boolean"``, ``"object"``,
     ``"array"``, ``"null"``, or a `Model` (a nested object), or a tuple of those (any of them). `items` is the
-    kind of an array's elements; `values` the kind of an object's values (free keys). `check` is an
+    kind of an array's elements; `values` the kind of an object's values (free keys); `above` makes the
+    minimum exclusive. `check` is an
     extra rule on the value, returning an error text (what is wrong and the fix) or None.
     """
 
@@ -40,6 +41,7 @@ class Field:
     choices: tuple[str, ...] = ()
     items: "str | Model | None" = None
     values: "str | None" = None
+    above: bool = False  # the minimum itself is not allowed (e.g. cores of a host: more than 0)
     non_empty: bool = False
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
 
@@ -147,12 +149,12 @@ def _check_value(declared: Field, value: Any, path: str) -> None:
             raise SpecError(f"{path} is empty; give {declared.doc}")
         if declared.items is not None:
             element = Field(declared.name, declared.items, declared.doc, minimum=declared.minimum,
-                            maximum=declared.maximum, non_empty=True)
+                            maximum=declared.maximum, above=declared.above, non_empty=True)
             for index, item in enumerate(value):
                 _check_value(element, item, f"{path}[{index}]")
     if kind == "object" and declared.values is not None:
         element = Field(declared.name, declared.values, declared.doc, minimum=declared.minimum,
-                        maximum=declared.maximum)
+                        maximum=declared.maximum, above=declared.above)
         for key, item in value.items():
             _check_value(element, item, f"{path}.{key}")
     if declared.check is not None:
@@ -164,6 +166,8 @@ def _check_value(declared: Field, value: Any, path: str) -> None:
 def _check_number(declared: Field, value: float, path: str) -> None:
     if not math.isfinite(value):
         raise SpecError(f"{path} is {value}; it must be a finite number ({declared.doc})")
+    if declared.minimum is not None and declared.above and value <= declared.minimum:
+        raise SpecError(f"{path} is {value}; it must be greater than {_number(declared.minimum)} ({declared.doc})")
     if declared.minimum is not None and value < declared.minimum:
         raise SpecError(f"{path} is {value}; it must be at least {_number(declared.minimum)} ({declared.doc})")
     if declared.maximum is not None and value > declared.maximum:
@@ -191,7 +195,7 @@ def _kind_schema(declared: Field, kind: "str | Model") -> dict[str, Any]:
     schema: dict[str, Any] = {"type": kind}
     if kind in ("integer", "number"):
         if declared.minimum is not None:
-            schema["minimum"] = declared.minimum
+            schema["exclusiveMinimum" if declared.above else "minimum"] = declared.minimum
         if declared.maximum is not None:
             schema["maximum"] = declared.maximum
     if kind == "string":
@@ -203,11 +207,11 @@ def _kind_schema(declared: Field, kind: "str | Model") -> dict[str, Any]:
         schema["minItems"] = 1
     if kind == "array" and declared.items is not None:
         item = Field(declared.name, declared.items, declared.doc, minimum=declared.minimum, maximum=declared.maximum,
-                     non_empty=True)
+                     above=declared.above, non_empty=True)
         schema["items"] = _field_schema(item)
     if kind == "object" and declared.values is not None:
         value = Field(declared.name, declared.values, declared.doc, minimum=declared.minimum,
-                      maximum=declared.maximum)
+                      maximum=declared.maximum, above=declared.above)
         schema["additionalProperties"] = _field_schema(value)
     return schema
 
