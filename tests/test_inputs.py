@@ -140,25 +140,25 @@ BAD_HOSTS = [
     ("", ["--hosts is empty"]),
     (" ", ["--hosts is empty"]),
     ("a", ["must start with NAME:SLOTS"]),
-    ("a:0", ["slots='0'", "integer from 1 to 32768"]),
-    ("a:x", ["slots='x'"]),
-    ("a:nan", ["slots='nan'"]),
-    ("a:1.5", ["slots='1.5'"]),
-    ("a:40000", ["slots='40000'"]),
-    ("a:2,cpu=0", ["cpu='0'", "cores > 0"]),
-    ("a:2,cpu=nan", ["cpu='nan'"]),
-    ("a:2,cpu=inf", ["cpu='inf'"]),
-    ("a:2,cpu=-1", ["cpu='-1'"]),
-    ("a:2,gpu=nan", ["gpu='nan'"]),
-    ("a:2,mem=lots", ["mem='lots'", "memory size"]),
-    ("a:2,mem=-1g", ["mem='-1g'"]),
+    ("a:0", ["host 'a'.slots is 0", "at least 1", "1 to 32768"]),
+    ("a:x", ["host 'a'.slots must be an integer", "got 'x'"]),
+    ("a:nan", ["host 'a'.slots must be an integer", "got nan"]),
+    ("a:1.5", ["host 'a'.slots must be an integer", "got 1.5"]),
+    ("a:40000", ["host 'a'.slots is 40000", "at most 32768"]),
+    ("a:2,cpu=0", ["host 'a'.cpu is 0", "greater than 0"]),
+    ("a:2,cpu=nan", ["host 'a'.cpu is nan", "finite"]),
+    ("a:2,cpu=inf", ["host 'a'.cpu is inf", "finite"]),
+    ("a:2,cpu=-1", ["host 'a'.cpu is -1", "greater than 0"]),
+    ("a:2,gpu=nan", ["host 'a'.gpu is nan", "finite"]),
+    ("a:2,mem=lots", ["host 'a'.mem = 'lots'", "memory size"]),
+    ("a:2,mem=-1g", ["host 'a'.mem = '-1g'", "memory size"]),
     ("a:2,cpus=2", ["'cpus'", "did you mean 'cpu'"]),
-    ("a:2,slot_mme=1g", ["'slot_mme'", "did you mean 'slot_mem'"]),
-    ("a:2,affinity=x", ["affinity='x'"]),
-    ("a:2,affinity=3-1", ["affinity='3-1'"]),
+    ("a:2,slot_mme=1g", ["host 'a'.slot has unknown key 'mme'", "did you mean 'mem'"]),
+    ("a:2,affinity=x", ["host 'a'.affinity = 'x'"]),
+    ("a:2,affinity=3-1", ["host 'a'.affinity = '3-1'"]),
     ("a:2,affinity=0-100000000", ["core 100000000", "below 8192"]),
     ("a:2,affinity=0+0", ["lists a core twice"]),
-    ("a:2,master=yarn", ["master='yarn'"]),
+    ("a:2,master=yarn", ["host 'a'.master = 'yarn'"]),
     ("a:2,slots=3", ["field 'slots' is given twice"]),
     ("a:2;a:2", ["host 'a' is listed twice"]),
     ("a:2,cpu=1,affinity=0", []),  # fine: one pinned core, one cpu
@@ -184,6 +184,66 @@ def test_bad_host_specs(capsys, spec, fragments):
     assert_one_line_error(code, err, fragments)
 
 
+NAN, INF = float("nan"), float("inf")
+# The text form is read into the JSON form's dict and checked by the same model (hostspec.HOST), so a rule
+# broken in either form gives the same one line, naming the host, the field and the value: (text, host dict
+# of the JSON form, named 'a' unless it says otherwise, fragments).
+SAME_RULE_HOSTS = [
+    ("a:2,cpu=nan", {"slots": 2, "cpu": NAN}, ["host 'a'.cpu is nan", "finite"]),
+    ("a:2,gpu=NaN", {"slots": 2, "gpu": NAN}, ["host 'a'.gpu is nan", "finite"]),
+    ("a:2,mem=nan", {"slots": 2, "mem": NAN}, ["host 'a'.mem is nan", "finite"]),
+    ("a:2,slot_managed=nan", {"slots": 2, "slot": {"managed": NAN}}, ["host 'a'.slot.managed is nan", "finite"]),
+    ("a:2,ext.fpga=inf", {"slots": 2, "ext": {"fpga": INF}}, ["host 'a'.ext.fpga is inf", "finite"]),
+    ("a:nan", {"slots": NAN}, ["host 'a'.slots must be an integer", "got nan"]),
+    ("a:2,cpu=-1", {"slots": 2, "cpu": -1}, ["host 'a'.cpu is -1", "greater than 0"]),
+    ("a:2,slot_cpu=0", {"slots": 2, "slot": {"cpu": 0}}, ["host 'a'.slot.cpu is 0", "greater than 0"]),
+    ("a:2,gpu=-1", {"slots": 2, "gpu": -1}, ["host 'a'.gpu is -1", "at least 0"]),
+    ("a:2,off_heap=-5", {"slots": 2, "off_heap": -5}, ["host 'a'.off_heap is -5", "at least 0"]),
+    ("a:2,slot_ext.fpga=-1", {"slots": 2, "slot": {"ext": {"fpga": -1}}}, ["host 'a'.slot.ext.fpga is -1"]),
+    ("a:-2", {"slots": -2}, ["host 'a'.slots is -2", "at least 1"]),
+    ("a:40000", {"slots": 40000}, ["host 'a'.slots is 40000", "at most 32768"]),
+    ("a:slots=100000000", {"slots": 100000000}, ["host 'a'.slots is 100000000", "at most 32768"]),
+    ("a:2,affinity=0-9000", {"slots": 2, "affinity": "0-9000"}, ["host 'a'.affinity = '0-9000'", "core 9000",
+                                                                  "below 8192"]),
+    ("a:1.5", {"slots": 1.5}, ["host 'a'.slots must be an integer", "got 1.5"]),
+    ("a:2,cpu=lots", {"slots": 2, "cpu": "lots"}, ["host 'a'.cpu must be a number", "got 'lots'"]),
+    ("a:2,managed=lots", {"slots": 2, "managed": "lots"}, ["host 'a'.managed = 'lots'", "memory size"]),
+    ("a:2,cpus=2", {"slots": 2, "cpus": 2}, ["host 'a' has unknown key 'cpus'", "did you mean 'cpu'"]),
+    ("a:2,masterr=local", {"slots": 2, "masterr": "local"}, ["unknown key 'masterr'", "did you mean 'master'"]),
+    ("a:2,slot_mme=1g", {"slots": 2, "slot": {"mme": "1g"}}, ["host 'a'.slot has unknown key 'mme'",
+                                                               "did you mean 'mem'"]),
+    ("a:2,ext.cpu=1", {"slots": 2, "ext": {"cpu": 1}}, ["host 'a'.ext = {'cpu': 1}", "not an extended resource"]),
+    ("a:2,master=", {"slots": 2, "master": ""}, ["host 'a'.master is empty"]),
+    (":2", {"name": "", "slots": 2}, ["host ''.name is empty"]),
+    ("a:cpu=2", {"cpu": 2}, ["host 'a' needs 'slots'"]),
+    ("a b:2", {"name": "a b", "slots": 2}, ["host 'a b'.name = 'a b'", "letters, digits"]),
+    ("a:2,master=yarn", {"slots": 2, "master": "yarn"}, ["host 'a'.master = 'yarn'", "spark://host:port"]),
+    ("a:2,affinity=0+0", {"slots": 2, "affinity": "0+0"}, ["host 'a'.affinity = '0+0'", "a core twice"]),
+    ("a:2,cpu=4,affinity=0-1", {"slots": 2, "cpu": 4, "affinity": [0, 1]}, ["host 'a': cpu=4",
+                                                                             "affinity pins only 2 cores"]),
+]
+
+
+@pytest.mark.parametrize("text, host, fragments", SAME_RULE_HOSTS, ids=[t for t, _, _ in SAME_RULE_HOSTS])
+def test_text_and_json_host_forms_break_a_rule_with_the_same_error(capsys, text, host, fragments):
+    spec = json.dumps([{"name": "a", **host}])
+    errors = []
+    for hosts in (text, spec):
+        code = main(["simulate", str(JOBS / "flip119.json"), "--hosts", hosts])
+        out, err = capsys.readouterr()
+        assert_one_line_error(code, err, fragments)
+        errors.append(err)
+    assert errors[0] == errors[1]
+    messages = []
+    for hosts in (text, spec):  # [regionflow] hosts: the same, after the option's name and value
+        with pytest.raises(RegionflowError) as info:
+            RegionflowConfig.from_values(lambda name: {"hosts": hosts}.get(name, ""), airflow_home="/x")
+        prefix = f"[regionflow] hosts = {hosts!r}: "
+        assert str(info.value).startswith(prefix), info.value
+        messages.append(str(info.value)[len(prefix):])
+    assert messages[0] == messages[1] and messages[0] in errors[0]
+
+
 BAD_OPTIONS = [
     ("max_shards", "0", "max_shards = 0 must be at least 1"),
     ("max_shards", "two", "max_shards = 'two' is not a int"),
@@ -197,7 +257,7 @@ BAD_OPTIONS = [
     ("session_base_port", "70000", "session_base_port = 70000 must be at most 65535"),
     ("backend", "yarn", "backend = 'yarn'"),
     ("mode", "fast", "mode: unknown exchange mode 'fast'"),
-    ("hosts", "a:0", "hosts = 'a:0': host 'a': slots='0'"),
+    ("hosts", "a:0", "hosts = 'a:0': host 'a'.slots is 0"),
     ("spark_conf", "{oops", "spark_conf is not valid JSON"),
     ("spark_conf", "[1]", "spark_conf must be a JSON object"),
     ("spark_conf", '{"spark.a": {"b": 1}}', "spark_conf: 'spark.a' must be a string"),

@@ -1,4 +1,5 @@
 import json
+import math
 import os
 
 import pytest
@@ -6,6 +7,7 @@ import pytest
 from regionflow.core.errors import SpecError
 from regionflow.core.resources import ResourceProfile
 from regionflow.scheduling.hosts import Cluster, Host
+from regionflow.scheduling.hostspec import hosts_from_text
 
 
 def test_compact_spec_with_fields_divides_host_resources_evenly_per_slot():
@@ -56,6 +58,28 @@ def test_json_and_dict_forms_match_the_text_form():
     assert Cluster.from_json(json.dumps({"hosts": data})) == text
 
 
+def test_the_text_form_reads_into_the_json_forms_dict_typed_as_the_model_declares():
+    text = ("h1:2,cpu=2.5,mem=4g,heap=2048,gpu=nan,ext.fpga=1,slot_mem=1g,slot_ext.fpga=0.5,affinity=0-1,"
+            "master=local;h2:x")
+    first, second = hosts_from_text(text)
+    assert first == {"name": "h1", "slots": 2, "cpu": 2.5, "mem": "4g", "heap": 2048, "gpu": first["gpu"],
+                     "ext": {"fpga": 1}, "slot": {"mem": "1g", "ext": {"fpga": 0.5}}, "affinity": "0-1",
+                     "master": "local"}
+    assert math.isnan(first["gpu"]) and second == {"name": "h2", "slots": "x"}  # for the model to refuse
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("h1:2,name=h2", "'name' is not a field of the text form"),
+    ("h1:2,slot=2", "write slot_<field>=<value>"),
+    ("h1:2,ext=2", "write ext.<name>=<amount>"),
+    ("h1:2,x", "'x' is not a field; expected key=value"),
+])
+def test_the_text_form_refuses_what_has_no_place_in_the_dict(text, expected):
+    with pytest.raises(SpecError, match="host 'h1'") as error:
+        hosts_from_text(text)
+    assert expected in str(error.value)
+
+
 def test_to_dicts_round_trips_including_slot_overrides():
     cluster = Cluster.parse("a:3,cpu=3,mem=3g,gpu=3,slot_mem=512m;b:1,master=local[1],affinity=2")
     assert Cluster.from_dicts(json.loads(json.dumps(cluster.to_dicts()))) == cluster
@@ -73,26 +97,26 @@ def test_local_default_has_one_slot_per_core():
 @pytest.mark.parametrize(
     "spec, expected",
     [
-        ("h1:slots=x", ["host 'h1'", "slots='x'", "integer from 1 to 32768"]),
-        ("h1:0", ["host 'h1'", "slots", "integer from 1 to 32768"]),
-        ("h1:slots=nan", ["host 'h1'", "slots='nan'"]),
-        ("h1:slots=100000000", ["host 'h1'", "slots='100000000'", "integer from 1 to 32768"]),
-        ("h1:2,cpu=inf", ["host 'h1'", "cpu='inf'"]),
+        ("h1:slots=x", ["host 'h1'.slots must be an integer", "got 'x'", "1 to 32768"]),
+        ("h1:0", ["host 'h1'.slots is 0", "at least 1", "1 to 32768"]),
+        ("h1:slots=nan", ["host 'h1'.slots must be an integer", "got nan"]),
+        ("h1:slots=100000000", ["host 'h1'.slots is 100000000", "at most 32768", "1 to 32768"]),
+        ("h1:2,cpu=inf", ["host 'h1'.cpu is inf", "finite"]),
         ("h1:2,cpus=2", ["host 'h1'", "'cpus'", "did you mean 'cpu'"]),
         ("h1:2,affinity=0-100000000", ["host 'h1'", "core 100000000", "below 8192"]),
-        ("h1:2,mem=lots", ["host 'h1'", "mem='lots'", "memory size"]),
-        ("h1:2,cpus=4", ["host 'h1'", "unknown field 'cpus'", "expected one of"]),
-        ("h1:2,cpu=0", ["host 'h1'", "cpu", "> 0"]),
-        ("h1:2,gpu=-1", ["host 'h1'", "gpu", ">= 0"]),
-        ("h1:2,master=yarn", ["host 'h1'", "master='yarn'", "spark://host:port"]),
+        ("h1:2,mem=lots", ["host 'h1'.mem = 'lots'", "memory size", "4g"]),
+        ("h1:2,cpus=4", ["host 'h1'", "unknown key 'cpus'", "allowed: name, slots, cpu"]),
+        ("h1:2,cpu=0", ["host 'h1'.cpu is 0", "greater than 0"]),
+        ("h1:2,gpu=-1", ["host 'h1'.gpu is -1", "at least 0"]),
+        ("h1:2,master=yarn", ["host 'h1'.master = 'yarn'", "spark://host:port"]),
         ("h1:2,master=spark://m:7077,affinity=0-1", ["host 'h1'", "affinity", "local"]),
-        ("h1:2,affinity=3-1", ["host 'h1'", "affinity", "0-3+8"]),
+        ("h1:2,affinity=3-1", ["host 'h1'.affinity = '3-1'", "0-3+8"]),
         ("h1:2,cpu=4,affinity=0-1", ["host 'h1'", "cpu=4", "affinity pins only 2 cores"]),
         ("h1:2,gpu=1,slot_gpu=1", ["host 'h1'", "slot_gpu=1", "gpu=1"]),
         ("h1:2,mem=1g,heap=2g", ["host 'h1'", "heap"]),
         ("h1:2,cpu=1,cpu=2", ["host 'h1'", "'cpu' is given twice"]),
         ("h1:2;h1:3", ["host 'h1'", "twice"]),
-        ("h1:slots=2;h2:cpu=1", ["host 'h2'", "no slot count"]),
+        ("h1:slots=2;h2:cpu=1", ["host 'h2' needs 'slots'"]),
         ("bad name:2", ["host name", "bad name"]),
         ("slots=2", ["NAME:SLOTS"]),
         ("   ", ["empty"]),

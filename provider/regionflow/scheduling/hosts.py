@@ -28,39 +28,26 @@ a bare number is MiB.
 
 The dict form (for airflow.cfg / JSON) mirrors it: ``{"name": "h1", "slots": 2, "cpu": 2,
 "mem": "4g", "gpu": 1, "ext": {"fpga": 1}, "master": "...", "affinity": [0, 1],
-"slot": {"mem": "2g"}}``.
+"slot": {"mem": "2g"}}``. The text form is read into that dict (`hostspec.hosts_from_text`), so both
+forms are checked by one model, `hostspec.HOST`, field by field; this module adds the rules across
+fields and builds the `Host`.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..core.errors import SpecError
 from ..core.resources import ResourceProfile
-from ..core.schema import did_you_mean
-from .hostspec import HOST, MAX_CORE_ID, MAX_SLOTS_PER_HOST, SLOT
+from .hostspec import HOST, affinity_cores, hosts_from_text, size_mib
 
 DEFAULT_HEAP_MIB_PER_SLOT = 1024
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_LOCAL_RE = re.compile(r"^local(\[(\d+|\*)\])?$")
-_STANDALONE_RE = re.compile(r"^spark://[A-Za-z0-9_.\-]+:\d+$")
-_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?$", re.IGNORECASE)
-_SIZE_FACTOR_TO_MIB = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024.0}
 
 _MEMORY_DIMS = ("heap", "off_heap", "managed")
 _DIM_ALIASES = {"mem": "heap", "heap": "heap", "off_heap": "off_heap", "managed": "managed", "cpu": "cpu"}
 _PLAIN_FIELDS = ("slots", "master", "affinity")
-_EXPECTED_FIELDS = (
-    "slots, cpu, mem (heap), off_heap, managed, gpu, ext.<name>, slot_<any of those>, master, affinity"
-)
-# the flat field names of the text form, from the host model (for "did you mean")
-_KNOWN_FIELD_NAMES = tuple(f.name for f in HOST.fields if f.name not in ("name", "slot", "ext")) + tuple(
-    f"slot_{f.name}" for f in SLOT.fields if f.name != "ext")
 _EPS = 1e-9
 
 
@@ -115,8 +102,7 @@ class Host:
             raise SpecError(f"a host must be an object with at least 'name' and 'slots', got {data!r}")
         label = data.get("name")
         HOST.validate(data, f"host {label!r}" if isinstance(label, str) else "host")
-        name = _validated_name(data.get("name"))
-        return _build_host(name, _flatten_host_dict(name, data))
+        return _build_host(data["name"], _flatten_host_dict(data))
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "slots": self.slots}
@@ -162,7 +148,7 @@ class Cluster:
             raise SpecError("the hosts spec is empty; expected e.g. 'h1:2;h2:slots=2,gpu=1'")
         if text[0] in "[{":
             return cls.from_json(text)
-        return cls(tuple(_build_host(name, fields) for name, fields in _split_compact_spec(text)))
+        return cls.from_dicts(hosts_from_text(text))
 
     @classmethod
     def from_json(cls, text: str) -> "Cluster":
@@ -175,13 +161,15 @@ class Cluster:
     @classmethod
     def from_dicts(cls, data: Iterable[Mapping[str, Any]] | Mapping[str, Any]) -> "Cluster":
         """Load ``[{host}, ...]`` or ``{"hosts": [{host}, ...]}``."""
+        hosts: Any = data
         if isinstance(data, Mapping):
             if "hosts" not in data:
-                raise SpecError("a cluster object needs a 'hosts' list, e.g. {\"hosts\": [{\"name\": \"h1\", \"slots\": 2}]}")
-            data = data["hosts"]
-        if isinstance(data, (str, bytes)) or not isinstance(data, Iterable):
-            raise SpecError(f"a cluster must be a list of hosts, got {data!r}")
-        return cls(tuple(Host.from_dict(item) for item in data))
+                raise SpecError("a cluster object needs a 'hosts' list, e.g. "
+                                "{\"hosts\": [{\"name\": \"h1\", \"slots\": 2}]}")
+            hosts = data["hosts"]
+        if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Iterable):
+            raise SpecError(f"a cluster must be a list of hosts, got {hosts!r}")
+        return cls(tuple(Host.from_dict(item) for item in hosts))
 
     def to_dicts(self) -> list[dict[str, Any]]:
         return [host.to_dict() for host in self.hosts]
@@ -214,85 +202,31 @@ def describe_slot_counts(counts: Iterable[tuple[str, int]]) -> str:
     return f"{total} slot{'s' if total != 1 else ''} in all ({listed})"
 
 
-# --- compact text form -------------------------------------------------------------------------
-
-def _split_compact_spec(text: str) -> list[tuple[str, dict[str, Any]]]:
-    hosts: list[tuple[str, dict[str, Any]]] = []
-    for part in text.split(";"):
-        for token in (t.strip() for t in part.split(",")):
-            if not token:
-                continue
-            if _starts_a_host(token):
-                name, _, first = token.partition(":")
-                hosts.append((_validated_name(name.strip()), {}))
-                token = first.strip()
-                if not token:
-                    continue
-            if not hosts:
-                raise SpecError(f"the hosts spec must start with NAME:SLOTS, got '{token}'; e.g. 'h1:2;h2:2'")
-            _add_compact_field(*hosts[-1], token)
-    if not hosts:
-        raise SpecError("the hosts spec names no host; expected e.g. 'h1:2;h2:slots=2,gpu=1'")
-    for name, fields in hosts:
-        if "slots" not in fields:
-            raise SpecError(f"host '{name}': no slot count; write '{name}:<slots>' or '{name}:slots=<n>,...'")
-    return hosts
-
-
-def _starts_a_host(token: str) -> bool:
-    """``h1:2`` and ``h1:slots=2`` start a host; ``master=spark://x:7077`` is a field."""
-    colon = token.find(":")
-    equals = token.find("=")
-    return colon >= 0 and (equals < 0 or colon < equals)
-
-
-def _add_compact_field(name: str, fields: dict[str, Any], token: str) -> None:
-    key, has_value, value = token.partition("=")
-    key, value = key.strip(), value.strip()
-    if not has_value:
-        if fields:
-            raise SpecError(f"host '{name}': '{token}' is not a field; expected key=value (fields: {_EXPECTED_FIELDS})")
-        key, value = "slots", token
-    if key in fields:
-        raise SpecError(f"host '{name}': field '{key}' is given twice")
-    fields[key] = value
-
-
 # --- dict form ---------------------------------------------------------------------------------
 
-def _flatten_host_dict(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
-    """Turn the nested dict form into the flat field map the compact form produces."""
+def _flatten_host_dict(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a host `HOST` has accepted as one flat map: ``slot_<field>``, ``ext.<name>``."""
     fields: dict[str, Any] = {}
     for key, value in data.items():
-        if key == "name":
-            continue
         if key == "ext":
-            fields.update({f"ext.{ext}": amount for ext, amount in _mapping(name, key, value).items()})
+            fields.update({f"ext.{ext}": amount for ext, amount in value.items()})
         elif key == "slot":
-            for slot_key, slot_value in _mapping(name, key, value).items():
+            for slot_key, slot_value in value.items():
                 if slot_key == "ext":
-                    fields.update({f"slot_ext.{ext}": v for ext, v in _mapping(name, "slot.ext", slot_value).items()})
+                    fields.update({f"slot_ext.{ext}": amount for ext, amount in slot_value.items()})
                 else:
                     fields[f"slot_{slot_key}"] = slot_value
-        else:
+        elif key != "name":
             fields[key] = value
-    if "slots" not in fields:
-        raise SpecError(f"host '{name}': no 'slots'; give the number of slots, e.g. \"slots\": 2")
     return fields
-
-
-def _mapping(name: str, key: str, value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise SpecError(f"host '{name}': field '{key}' must be an object such as {{\"mem\": \"2g\"}}, got {value!r}")
-    return value
 
 
 # --- building a host from its flat fields ------------------------------------------------------
 
 def _build_host(name: str, fields: Mapping[str, Any]) -> Host:
     host_dims, slot_dims, plain = _classify_fields(name, fields)
-    slots = _parse_slots(name, plain["slots"])
-    affinity = _parse_affinity(name, plain.get("affinity"))
+    slots = int(plain["slots"])
+    affinity = affinity_cores(plain["affinity"]) if "affinity" in plain else ()
     spark = _spark_target(name, plain.get("master"), affinity, host_dims.get("cpu"), slots)
     totals = _host_totals(host_dims, slot_dims, slots, affinity)
     per_slot = {dim: slot_dims.get(dim, _divide(dim, total, slots)) for dim, total in totals.items()}
@@ -308,26 +242,23 @@ def _classify_fields(name: str, fields: Mapping[str, Any]) -> tuple[dict[str, fl
     for key, value in fields.items():
         if key in _PLAIN_FIELDS:
             plain[key] = value
-        elif key.startswith("slot_") and key != "slot_":
-            dim = _dimension(name, key[len("slot_"):], key)
-            _put_once(name, slot_dims, dim, key, _parse_amount(name, key, dim, value))
+        elif key.startswith("slot_"):
+            dim = _dimension(key[len("slot_"):])
+            _put_once(name, slot_dims, dim, key, _amount(dim, value))
         else:
-            dim = _dimension(name, key, key)
-            _put_once(name, host_dims, dim, key, _parse_amount(name, key, dim, value))
-    if "slots" not in plain:
-        raise SpecError(f"host '{name}': no slot count; give slots=<n>")
+            dim = _dimension(key)
+            _put_once(name, host_dims, dim, key, _amount(dim, value))
     return host_dims, slot_dims, plain
 
 
-def _dimension(name: str, key: str, field: str) -> str:
-    if key in _DIM_ALIASES:
-        return _DIM_ALIASES[key]
-    if key == "gpu":
-        return "gpu"
-    if key.startswith("ext.") and _NAME_RE.match(key[4:]) and key[4:] not in _DIM_ALIASES:
-        return key[4:]
-    raise SpecError(f"host '{name}': unknown field '{field}'{did_you_mean(field, _KNOWN_FIELD_NAMES)}; "
-                    f"expected one of {_EXPECTED_FIELDS}")
+def _dimension(key: str) -> str:
+    """The resource dimension of an accepted field: cpu, heap (mem), off_heap, managed, gpu, or ext.<name>."""
+    return _DIM_ALIASES.get(key) or key.removeprefix("ext.")
+
+
+def _amount(dim: str, value: Any) -> float:
+    """An accepted amount: sizes in MiB for the memory dimensions."""
+    return float(size_mib(value) or 0) if dim in _MEMORY_DIMS else float(value)
 
 
 def _put_once(name: str, dims: dict[str, float], dim: str, field: str, value: float) -> None:
@@ -403,102 +334,10 @@ def _profile_fields(profile: ResourceProfile) -> dict[str, Any]:
     return fields
 
 
-# --- field value parsers -----------------------------------------------------------------------
-
-def _validated_name(name: Any) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise SpecError(
-            f"host name {name!r} is not valid; use letters, digits, '.', '-' or '_' (e.g. 'worker-1')"
-        )
-    return name
-
-
-def _parse_slots(name: str, value: Any) -> int:
-    number = _as_number(value)
-    if number is None or number != int(number) or not 1 <= number <= MAX_SLOTS_PER_HOST:
-        raise SpecError(f"host '{name}': slots={value!r} is not valid; expected an integer from 1 to "
-                        f"{MAX_SLOTS_PER_HOST} such as slots=4")
-    return int(number)
-
-
-def _parse_amount(name: str, field: str, dim: str, value: Any) -> float:
-    if dim in _MEMORY_DIMS:
-        return _parse_size_mib(name, field, value)
-    number = _as_number(value)
-    if number is None or number < 0 or (dim == "cpu" and number == 0):
-        expected = "a number of cores > 0 such as cpu=4" if dim == "cpu" else f"a number >= 0 such as {field}=1"
-        raise SpecError(f"host '{name}': {field}={value!r} is not valid; expected {expected}")
-    return number
-
-
-def _parse_size_mib(name: str, field: str, value: Any) -> int:
-    number = _as_number(value)
-    if number is not None and number >= 0 and not isinstance(value, str):
-        return int(number)
-    match = _SIZE_RE.match(value.strip()) if isinstance(value, str) else None
-    if not match:
-        raise SpecError(
-            f"host '{name}': {field}={value!r} is not a memory size; expected e.g. {field}=4g, 512m or 2048 (MiB)"
-        )
-    return int(float(match.group(1)) * _SIZE_FACTOR_TO_MIB[match.group(2).lower()])
-
-
-def _as_number(value: Any) -> float | None:
-    """A finite number, or None (NaN and infinity are not amounts)."""
-    if isinstance(value, bool):
-        return None
-    number: float | None = None
-    if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            return None
-    return number if number is not None and math.isfinite(number) else None
-
-
-def _parse_affinity(name: str, value: Any) -> tuple[int, ...]:
-    if value is None:
-        return ()
-    cores = _affinity_from_text(name, value) if isinstance(value, str) else _affinity_from_list(name, value)
-    if len(set(cores)) != len(cores):
-        raise SpecError(f"host '{name}': affinity={value!r} lists a core twice; list each core id once")
-    return tuple(cores)
-
-
-def _affinity_from_text(name: str, text: str) -> list[int]:
-    cores: list[int] = []
-    for item in text.split("+"):
-        low, dash, high = item.strip().partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()) or (dash and int(high) < int(low)):
-            raise SpecError(
-                f"host '{name}': affinity={text!r} is not valid; expected core ids and ranges joined by '+', "
-                f"e.g. affinity=0-3+8"
-            )
-        if int(high if dash else low) >= MAX_CORE_ID:
-            raise SpecError(f"host '{name}': affinity={text!r} names core {int(high if dash else low)}; core ids "
-                            f"are below {MAX_CORE_ID}")
-        cores.extend(range(int(low), int(high if dash else low) + 1))
-    return cores
-
-
-def _affinity_from_list(name: str, value: Any) -> list[int]:
-    if not isinstance(value, Iterable) or not all(
-            isinstance(c, int) and not isinstance(c, bool) and 0 <= c < MAX_CORE_ID for c in value):
-        raise SpecError(f"host '{name}': affinity={value!r} is not valid; expected a list of core ids from 0 to "
-                        f"{MAX_CORE_ID - 1}, e.g. [0, 1]")
-    return list(value)
-
-
 def _spark_target(name: str, master: Any, affinity: tuple[int, ...], cpu: float | None, slots: int) -> SparkTarget:
     if master is None:
         threads = len(affinity) or max(1, int(cpu if cpu is not None else slots))
         return SparkTarget(f"local[{threads}]", affinity)
-    if not isinstance(master, str) or not (_LOCAL_RE.match(master) or _STANDALONE_RE.match(master)):
-        raise SpecError(
-            f"host '{name}': master={master!r} is not valid; expected local, local[k], local[*] or spark://host:port"
-        )
     if affinity and not master.startswith("local"):
         raise SpecError(
             f"host '{name}': affinity only applies to local[k] hosts, not to master={master}; drop affinity"
