@@ -5,12 +5,13 @@
 - `regionflow schema` prints JSON Schema from the same declarations: the example jobs validate
   against it, and bad specs fail both the schema and the model.
 - Property tests (Hypothesis): random job specs and host specs give a clean result or a one-line
-  error, never a traceback, in bounded time.
+  error, never a traceback, in bounded time and memory (`MEMORY_BOUND`, enforced by `memory_bound`).
 """
 from __future__ import annotations
 
 import json
 import math
+import resource
 import time
 from pathlib import Path
 
@@ -18,11 +19,13 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from memory_bound import MiB, MemoryBoundExceeded, memory_bound
 
 from regionflow.cli import main, schema_of
 from regionflow.config import RegionflowConfig
 from regionflow.core.errors import RegionflowError
-from regionflow.core.graph import JobGraph
+from regionflow.core.graph import MAX_PARALLELISM, JobGraph
+from regionflow.core.jobspec import VERTEX
 from regionflow.scheduling.hosts import Cluster
 
 JOBS = Path(__file__).resolve().parents[1] / "examples" / "jobs"
@@ -302,6 +305,13 @@ def test_schema_command_prints_all_three_kinds(capsys):
 
 # ---- property tests -----------------------------------------------------------------------------------------
 
+# Memory one plan, simulate or host parse may add. The largest input the strategies below can build and the
+# model accepts (4 vertices at the cap of 32768 subtasks, 5 edges, all-blocking) adds about 280 MiB of address
+# space to simulate (about 160 MiB to plan; a host parse under 1 MiB), so 512 MiB leaves 1.8x margin. The plan
+# holds about 1.7 KiB per subtask, so without the cap a parallelism such as the issue's 10^9 would need
+# terabytes (test_an_uncapped_parallelism_would_exceed_the_memory_bound).
+MEMORY_BOUND = 512 * MiB
+
 NAMES = st.sampled_from(["A", "B", "C", "D", "", "a#1", 3, None, ["A"]])
 NUMBERS = st.one_of(st.integers(-3, 40000), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
                     st.text(max_size=3), st.none())
@@ -337,7 +347,8 @@ TOKENS = st.sampled_from(["a:2", "b:slots=1", "cpu=2", "cpu=nan", "mem=4g", "mem
 def test_random_host_specs_parse_cleanly_or_fail_in_one_line(tokens, separators):
     spec = "".join(token + separator for token, separator in zip(tokens, separators)).rstrip(",;")
     try:
-        cluster = Cluster.parse(spec)
+        with memory_bound(MEMORY_BOUND, f"parsing --hosts {spec!r}"):
+            cluster = Cluster.parse(spec)
     except RegionflowError as error:
         assert "\n" not in str(error) and str(error)
         return
@@ -350,7 +361,7 @@ def _one_line_or_success(argv, seconds):
 
     out, err = io.StringIO(), io.StringIO()
     started = time.monotonic()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), memory_bound(MEMORY_BOUND, argv[0]):
         code = main(argv)
     assert time.monotonic() - started < seconds
     if code == 0 or (argv[0] == "simulate" and code == 1):  # simulate: 1 = the jobs cannot complete
@@ -362,3 +373,35 @@ def test_a_graph_read_from_a_spec_is_written_back_to_the_same_spec():
     spec = json.loads((JOBS / "flip119.json").read_text())
     graph = JobGraph.from_spec(spec)
     assert JobGraph.from_spec(graph.to_spec()).to_spec() == graph.to_spec()
+
+
+def test_the_memory_bound_stops_an_allocation_beyond_it():
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    with pytest.raises(MemoryBoundExceeded, match="a 128 MiB buffer needed more than 64 MiB"):
+        with memory_bound(64 * MiB, "a 128 MiB buffer"):
+            bytearray(128 * MiB)
+    with memory_bound(64 * MiB):
+        assert len(bytearray(16 * MiB)) == 16 * MiB
+    assert resource.getrlimit(resource.RLIMIT_AS) == limits
+
+
+@pytest.fixture
+def uncapped_parallelism():
+    """The job model without its parallelism cap (the declared field is frozen: lifted and put back here)."""
+    declared = VERTEX.field("parallelism")
+    object.__setattr__(declared, "maximum", None)
+    yield
+    object.__setattr__(declared, "maximum", MAX_PARALLELISM)
+
+
+def test_an_uncapped_parallelism_would_exceed_the_memory_bound(tmp_path, capsys, uncapped_parallelism):
+    def plan(parallelism):
+        path = tmp_path / f"p{parallelism}.json"
+        path.write_text(json.dumps(job(vertices=[vertex(parallelism=parallelism)])))
+        with memory_bound(MEMORY_BOUND, f"plan with parallelism {parallelism}"):
+            return main(["plan", str(path)])
+
+    assert plan(MAX_PARALLELISM) == 0  # the largest parallelism the model accepts plans within the bound
+    with pytest.raises(MemoryBoundExceeded, match="parallelism 10000000 needed more than 512 MiB"):
+        plan(10 ** 7)  # stopped at the bound, long before the ~17 GB it would take
+    capsys.readouterr()
