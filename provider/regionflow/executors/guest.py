@@ -7,6 +7,8 @@
   executor fails or withdraws without a worker ever running it.
 - `task_instance_states` / `task_instance_finished`: reads of Airflow's metadata database through
   its ORM (the executor runs inside the scheduler, which owns that database; task processes cannot).
+- `RegionflowConfigError`: the one error the executor does raise into the scheduler, from its
+  ``__init__``, when ``[regionflow]`` is wrong: it cannot start, and says why.
 """
 from __future__ import annotations
 
@@ -17,7 +19,10 @@ import time
 import uuid
 from typing import Any, Callable, Iterable, TypeVar
 
+from airflow.exceptions import AirflowConfigException
 from airflow.utils.state import TaskInstanceState
+
+from ..core.errors import RegionflowError
 
 FINISHED_STATES = frozenset({TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.UPSTREAM_FAILED,
                              TaskInstanceState.SKIPPED, TaskInstanceState.REMOVED})
@@ -26,6 +31,13 @@ FINISHED_STATES = frozenset({TaskInstanceState.SUCCESS, TaskInstanceState.FAILED
 STILL_QUEUED = frozenset({TaskInstanceState.QUEUED, TaskInstanceState.SCHEDULED})
 
 T = TypeVar("T")
+
+
+class RegionflowConfigError(AirflowConfigException, RegionflowError):
+    """``[regionflow]`` has a bad option, so the RegionExecutor cannot start. An AirflowConfigException,
+    as Airflow's own config errors are; raised (not chained) from the executor's ``__init__``, so the
+    scheduler exits and the last line of its output is this one line: the option, its value, where it
+    was set (airflow.cfg or an ``AIRFLOW__REGIONFLOW__*`` variable) and the rule."""
 
 
 def guarded(log: logging.Logger | Any, what: str, action: Callable[..., T], *args: Any) -> T | None:

@@ -45,6 +45,7 @@ from airflow.utils.state import TaskInstanceState
 
 from ..config import RegionflowConfig
 from ..core.attempts import AttemptState
+from ..core.errors import RegionflowError
 from ..core.resources import UNKNOWN, ResourceProfile
 from ..scheduling.capacity import SlotRef
 from ..scheduling.errors import SchedulingError, UnfulfillableBulk
@@ -66,7 +67,15 @@ from ..store import (
 )
 from ..store.recorder import StoreRecorder
 from ..transformer import EXECUTOR_CONFIG_KEY
-from .guest import FINISHED_STATES, STILL_QUEUED, append_task_log, guarded, task_instance_finished, task_instance_states
+from .guest import (
+    FINISHED_STATES,
+    STILL_QUEUED,
+    RegionflowConfigError,
+    append_task_log,
+    guarded,
+    task_instance_finished,
+    task_instance_states,
+)
 from .metrics import PoolMetrics
 
 ADOPTED_CHECK_INTERVAL_S = 5.0
@@ -81,7 +90,7 @@ class RegionExecutor(LocalExecutor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.rf_config = RegionflowConfig.from_airflow()
+        self.rf_config = _read_config(self.log)
         self.pool = SlotPool(self.rf_config.cluster, blocklist_expiry_s=self.rf_config.blocklist_expiry,
                              resource_wait_timeout_s=self.rf_config.resource_wait_timeout)
         self.store = RegionflowStore.from_config(self.rf_config.store_url)
@@ -632,6 +641,17 @@ class RegionExecutor(LocalExecutor):
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _read_config(log: Any) -> RegionflowConfig:
+    """``[regionflow]``, checked before the executor does anything; a bad option is logged as one error line
+    in the scheduler's log and raised as `RegionflowConfigError` with the same line (the scheduler exits)."""
+    try:
+        return RegionflowConfig.from_airflow()
+    except RegionflowError as error:
+        message = f"RegionExecutor cannot start: {error}"
+        log.error("%s", message)
+        raise RegionflowConfigError(message) from None
 
 
 def _idle_reaper(config: RegionflowConfig) -> IdleServerReaper | None:
