@@ -62,15 +62,22 @@ def test_sharded_units_read_exactly_their_buckets(shared_servers, orders_referen
     assert (totals["rows"], totals["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
 
 
-def test_a_dropped_hash_key_fails_before_any_spark_job_naming_vertex_edge_and_column(shared_servers, tmp_path):
+@pytest.mark.parametrize("mode", ["all-pipelined", "all-blocking"])
+def test_a_dropped_hash_key_fails_before_any_spark_job_naming_vertex_edge_and_column(shared_servers, tmp_path, mode):
+    """all-blocking: the written edge's keys are checked up front; all-pipelined: the edge stays in
+    the unit, Spark's analysis of the consumer fails first, and the failure names the dropped key."""
     servers, events = shared_servers
     before = jobs_started(events)
     with pytest.raises(RunFailed) as failure:
-        run("rf_test_jobs:missing_key_job", "all-pipelined", tmp_path, servers, retries=0)
+        run("rf_test_jobs:missing_key_job", mode, tmp_path, servers, retries=0)
     message = str(failure.value)
     assert "vertex 'enrich'" in message and "enrich -> totals" in message and "'customer_id'" in message
-    assert jobs_started(events) == before
-    assert not glob.glob(os.path.join(str(tmp_path), "run-*", "units", "*"))
+    if mode == "all-pipelined":  # one unit: no Spark job at all, nothing written
+        assert jobs_started(events) == before
+        assert not glob.glob(os.path.join(str(tmp_path), "run-*", "units", "*"))
+    else:  # the upstream units ran and committed; enrich's attempt wrote nothing
+        assert glob.glob(os.path.join(str(tmp_path), "run-*", "units", "clean*", "_SUCCESS"))
+        assert not glob.glob(os.path.join(str(tmp_path), "run-*", "units", "enrich*", "*"))
 
 
 def test_a_function_returning_no_dataframe_fails_before_any_spark_job(shared_servers, tmp_path):

@@ -1,6 +1,10 @@
 """TPC-H queries 1, 3, 9 and 18 as regionflow jobs: one vertex per scan (with its filter), join and
 aggregation, HASH edges on the join and grouping keys, and a final vertex ``result`` of parallelism 1
 that orders (and limits) the rows and is the sink, with the columns of the official answer in order.
+A vertex feeding an aggregation over a HASH edge aggregates its own rows first (two-phase
+aggregation, the plan Flink's batch planner makes: a local aggregate chained to the producer), so
+an edge carries partial sums rather than every row; the same functions run as the plain PySpark
+reference, so both pay for it.
 
     Q3:  customer(p) -HASH(c_custkey)--> customer_orders(p) -HASH(o_orderkey)-> order_lines(p)
          orders(p)   -HASH(o_custkey)--^                     lineitem(p) -HASH(l_orderkey)-^
@@ -88,14 +92,14 @@ def _revenue(price: str = "l_extendedprice", discount: str = "l_discount"):
     return F.col(price) * (F.lit(1) - F.col(discount))
 
 
-def _average(column: str, scale: int = 2):
-    """avg(`column`) of DECIMAL(_, `scale`) values as a double: the exact sum divided by the count,
-    rounded once (as DuckDB does), not Spark's decimal average."""
+def _average_of(total, count, scale: int = 2):
+    """An average of DECIMAL(_, `scale`) values as a double from their exact sum `total` and their
+    `count` (Columns): divided once, rounded once (as DuckDB does), not Spark's decimal average."""
     from pyspark.sql import functions as F
 
     unit = 10 ** scale
-    exact = (F.sum(column) * F.lit(unit)).cast("long").cast("double")
-    return exact / (F.count(column) * F.lit(unit)).cast("double")
+    exact = (total * F.lit(unit)).cast("long").cast("double")
+    return exact / (count * F.lit(unit)).cast("double")
 
 
 def _ordered(frame, query: int):
@@ -113,29 +117,36 @@ def _ordered(frame, query: int):
 
 
 def q1_lineitem(spark, inputs, ctx):
-    """Line items shipped by 1998-09-02 with their discounted price and charge."""
+    """Line items shipped by 1998-09-02, aggregated locally per return flag and line status (the
+    first phase of a two-phase aggregation, as Flink's planner chains a local aggregate to the scan:
+    the HASH edge then carries a few rows per call instead of every line item)."""
     from pyspark.sql import functions as F
 
     lineitem = read_table(spark, "lineitem", ctx, "l_orderkey")
     disc_price = _revenue()
-    return lineitem.where(F.col("l_shipdate") <= _date("1998-09-02")).select(
-        "l_returnflag", "l_linestatus", "l_quantity", "l_extendedprice", "l_discount",
-        disc_price.alias("disc_price"), (disc_price * (F.lit(1) + F.col("l_tax"))).alias("charge"))
+    return lineitem.where(F.col("l_shipdate") <= _date("1998-09-02")).groupBy("l_returnflag", "l_linestatus").agg(
+        F.sum("l_quantity").alias("sum_qty"),
+        F.sum("l_extendedprice").alias("sum_base_price"),
+        F.sum(disc_price).alias("sum_disc_price"),
+        F.sum(disc_price * (F.lit(1) + F.col("l_tax"))).alias("sum_charge"),
+        F.sum("l_discount").alias("sum_disc"),
+        F.count(F.lit(1)).alias("count_order"))
 
 
 def q1_aggregate(spark, inputs, ctx):
-    """Sums, averages and counts per return flag and line status."""
+    """Sums, averages and counts per return flag and line status, from the local aggregates."""
     from pyspark.sql import functions as F
 
+    count = F.sum("count_order")
     return inputs["lineitem"].groupBy("l_returnflag", "l_linestatus").agg(
-        F.sum("l_quantity").alias("sum_qty"),
-        F.sum("l_extendedprice").alias("sum_base_price"),
-        F.sum("disc_price").alias("sum_disc_price"),
-        F.sum("charge").alias("sum_charge"),
-        _average("l_quantity").alias("avg_qty"),
-        _average("l_extendedprice").alias("avg_price"),
-        _average("l_discount").alias("avg_disc"),
-        F.count(F.lit(1)).alias("count_order"),
+        F.sum("sum_qty").alias("sum_qty"),
+        F.sum("sum_base_price").alias("sum_base_price"),
+        F.sum("sum_disc_price").alias("sum_disc_price"),
+        F.sum("sum_charge").alias("sum_charge"),
+        _average_of(F.sum("sum_qty"), count).alias("avg_qty"),
+        _average_of(F.sum("sum_base_price"), count).alias("avg_price"),
+        _average_of(F.sum("sum_disc"), count).alias("avg_disc"),
+        count.alias("count_order"),
     )
 
 
@@ -181,10 +192,12 @@ def q3_customer_orders(spark, inputs, ctx):
 
 
 def q3_order_lines(spark, inputs, ctx):
-    """Their line items (join on orderkey)."""
+    """Their line items (join on orderkey), aggregated locally per order (two-phase aggregation)."""
+    from pyspark.sql import functions as F
+
     orders, lineitem = inputs["customer_orders"], inputs["lineitem"]
-    return lineitem.join(orders, lineitem["l_orderkey"] == orders["o_orderkey"]).select(
-        "l_orderkey", "o_orderdate", "o_shippriority", "volume")
+    return lineitem.join(orders, lineitem["l_orderkey"] == orders["o_orderkey"]).groupBy(
+        "l_orderkey", "o_orderdate", "o_shippriority").agg(F.sum("volume").alias("volume"))
 
 
 def q3_revenue(spark, inputs, ctx):
@@ -268,9 +281,13 @@ def q9_nation_lines(spark, inputs, ctx):
 
 
 def q9_dated_lines(spark, inputs, ctx):
-    """The order year of each line (join on orderkey)."""
+    """The order year of each line (join on orderkey), amounts aggregated locally per nation and
+    year (two-phase aggregation)."""
+    from pyspark.sql import functions as F
+
     lines, orders = inputs["nation_lines"], inputs["orders"]
-    return lines.join(orders, lines["l_orderkey"] == orders["o_orderkey"]).select("nation", "o_year", "amount")
+    dated = lines.join(orders, lines["l_orderkey"] == orders["o_orderkey"])
+    return dated.groupBy("nation", "o_year").agg(F.sum("amount").alias("amount"))
 
 
 def q9_profit(spark, inputs, ctx):
@@ -289,8 +306,12 @@ def q9_result(spark, inputs, ctx):
 
 
 def q18_lineitem(spark, inputs, ctx):
-    """Quantities of all line items."""
-    return read_table(spark, "lineitem", ctx, "l_orderkey", "l_orderkey", "l_quantity")
+    """The quantity of every order, summed locally over its line items (both readers only sum
+    quantities per order: two-phase aggregation)."""
+    from pyspark.sql import functions as F
+
+    lineitem = read_table(spark, "lineitem", ctx, "l_orderkey", "l_orderkey", "l_quantity")
+    return lineitem.groupBy("l_orderkey").agg(F.sum("l_quantity").alias("l_quantity"))
 
 
 def q18_orders(spark, inputs, ctx):

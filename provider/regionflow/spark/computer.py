@@ -52,6 +52,8 @@ class _Part:
     frame: Any = None
     uses: int = 0
     writes: list[ExecutionEdge] = field(default_factory=list)
+    routed: bool = False  # some in-unit consumer takes only some of its buckets
+    schema: Any = None  # fetched once, for the parts whose rows regionflow routes or writes
 
 
 class UnitComputer:
@@ -77,14 +79,30 @@ class UnitComputer:
     # ---- the unit ------------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Define every vertex's DataFrame (no Spark job yet), then materialise the outputs."""
+        """Define every vertex's DataFrame (no Spark job yet), check the keys regionflow routes by,
+        then materialise the outputs.
+
+        Asking Spark for a frame's columns costs an analysis of its whole plan (~0.1 s per vertex of
+        a TPC-H query, more than a pipelined region's own overhead), so keys are checked up front
+        only for the parts whose rows regionflow routes or writes; the keys of an edge whose
+        producer and consumers are all in this unit (no routing: the consumer reads the frame as it
+        is) are checked only when the unit fails, to name the dropped key instead of Spark's error."""
         for vertex_index, spans in sorted(self.spans.items()):
             self.parts[vertex_index] = [self._define(vertex_index, span) for span in spans]
         parts = [part for vertex_parts in self.parts.values() for part in vertex_parts]
         for part in parts:
             self._count_uses(part)
         for part in parts:
-            self._materialise(part)
+            if part.writes or part.routed:
+                self._check_keys(part)
+        try:
+            for part in parts:
+                self._materialise(part)
+        except VertexFailure:
+            for part in parts:  # a dropped key explains the failure better than Spark's analysis error
+                if part.schema is None:
+                    self._check_keys(part, failing=True)
+            raise
         for part in parts:
             if part.frame.is_cached:
                 part.frame.unpersist()
@@ -114,7 +132,6 @@ class UnitComputer:
             inputs = self._inputs(vertex_index, span)
             part.frame = vertex.resolve_fn()(self.spark, inputs, ctx)
             check_frame(part.frame)
-            self._check_keys(part)
         except Exception as error:  # noqa: BLE001 - any user or Spark error fails this vertex
             raise VertexFailure(name, ctx.subtask, self.task.attempt_id, error) from error
         return part
@@ -124,15 +141,28 @@ class UnitComputer:
         region = self.plan.region_set.region_of[subtask]
         return self.plan.region_name(self.plan.regions[region])
 
-    def _check_keys(self, part: _Part) -> None:
-        for exec_edge in self.topology.out_edges[part.index]:
-            missing = missing_keys(exec_edge, part.frame.columns)
+    def _check_keys(self, part: _Part, failing: bool = False) -> None:
+        """Raise a VertexFailure naming the vertex, the edge and the column when the part's output
+        lacks a HASH key of one of its edges. `failing`: the unit already failed; a frame Spark
+        cannot even analyse is left to that failure."""
+        edges = [e for e in self.topology.out_edges[part.index] if missing_keys(e, [])]
+        if not edges and not part.writes:
+            return
+        try:
+            part.schema = part.frame.schema
+        except Exception as error:  # noqa: BLE001 - the vertex's own plan does not analyse
+            if failing:
+                return
+            raise VertexFailure(part.vertex.name, part.ctx.subtask, self.task.attempt_id, error) from error
+        columns = part.schema.fieldNames()
+        for exec_edge in edges:
+            missing = missing_keys(exec_edge, columns)
             if missing:
-                raise WiringError(
+                wiring = WiringError(
                     f"edge {exec_edge.edge.src} -> {exec_edge.edge.dst} is HASH by {list(exec_edge.edge.keys)} "
                     f"but the output of {part.vertex.name!r} has no column {missing[0]!r} (its columns: "
-                    f"{part.frame.columns}); keep the key column in the vertex's result or hash by another key"
-                )
+                    f"{columns}); keep the key column in the vertex's result or hash by another key")
+                raise VertexFailure(part.vertex.name, part.ctx.subtask, self.task.attempt_id, wiring) from wiring
 
     # ---- inputs --------------------------------------------------------------------------------
 
@@ -154,6 +184,7 @@ class UnitComputer:
             return producer.frame
         if consumers.covers(consumers_fed(self.topology, exec_edge, producer.span)):
             return producer.frame
+        producer.routed = True
         routed = with_bucket(producer.frame, self.topology, exec_edge, producer.span)
         return only_buckets(routed, consumers).drop(BUCKET_COLUMN)
 
@@ -230,13 +261,13 @@ class UnitComputer:
         from pyspark.sql import functions as F
 
         dataset = join(self.attempt_dir, partition_relpath(exec_edge.index))
-        routed = with_bucket(part.frame, self.topology, exec_edge, part.span)
+        routed = with_bucket(part.frame, self.topology, exec_edge, part.span, part.schema.fieldNames())
         if exec_edge.edge.distribution is Distribution.BROADCAST:
             routed = routed.withColumn(UNIT_COLUMN, F.lit(-1))
         else:
             routed = with_unit(routed, self._consumer_units(exec_edge.dst))
         routed.coalesce(self.files).write.mode("overwrite").partitionBy(UNIT_COLUMN).parquet(dataset)
-        self.store.fs.write_text(join(dataset, SCHEMA_FILE), part.frame.schema.json())
+        self.store.fs.write_text(join(dataset, SCHEMA_FILE), part.schema.json())
 
     def _consumer_units(self, vertex_index: int) -> list[tuple[int, int]]:
         """``(first local subtask, unit)`` runs of a vertex's subtasks over the plan's units."""

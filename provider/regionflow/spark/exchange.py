@@ -64,9 +64,10 @@ def consumers_fed(topology: ExecutionTopology, exec_edge: ExecutionEdge, produce
     return Span(first.cons_lo - offset, last.cons_hi - offset)
 
 
-def with_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span):
+def with_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span,
+                columns: list[str] | None = None):
     """`frame` with the bucket column of `exec_edge` (0 on a BROADCAST edge: every consumer reads
-    every row)."""
+    every row). `columns`: the frame's columns when known (asking Spark costs an analysis)."""
     from pyspark.sql import functions as F
 
     distribution = exec_edge.edge.distribution
@@ -76,12 +77,13 @@ def with_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, pr
     if distribution is Distribution.HASH:
         bucket = F.pmod(F.hash(*[F.col(k) for k in exec_edge.edge.keys]), F.lit(consumers))
         return frame.withColumn(BUCKET_COLUMN, bucket)
+    columns = frame.columns if columns is None else columns
     if distribution is Distribution.REBALANCE:
-        return frame.withColumn(BUCKET_COLUMN, F.pmod(F.hash(*[F.col(c) for c in frame.columns]), F.lit(consumers)))
-    return frame.withColumn(BUCKET_COLUMN, _pointwise_bucket(frame, topology, exec_edge, producers))
+        return frame.withColumn(BUCKET_COLUMN, F.pmod(F.hash(*[F.col(c) for c in columns]), F.lit(consumers)))
+    return frame.withColumn(BUCKET_COLUMN, _pointwise_bucket(columns, topology, exec_edge, producers))
 
 
-def _pointwise_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span):
+def _pointwise_bucket(columns: list[str], topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span):
     """FORWARD / RESCALE: Flink's wiring (see `core.topology`), as integer column arithmetic."""
     from pyspark.sql import functions as F
 
@@ -92,7 +94,6 @@ def _pointwise_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEd
     # fan-out: producer p feeds [ceil(p t / s), ceil((p + 1) t / s)), its rows spread by a row hash
     lo = F.floor((producer * t + (s - 1)) / s).cast("int")
     hi = F.floor(((producer + 1) * t + (s - 1)) / s).cast("int")
-    columns = frame.columns
     return lo + (F.pmod(F.hash(*[F.col(c) for c in columns]), hi - lo) if columns else F.lit(0))
 
 
