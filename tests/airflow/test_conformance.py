@@ -115,8 +115,14 @@ def test_three_reschedule_pokes_are_three_admissions_of_one_try(stack):
     run_id = trigger(stack, "rf_reschedule")
     assert stack.wait_for_run("rf_reschedule", run_id, timeout=300) == "success"
     assert marker_lines(stack, "poke", run_id) == 3
-    states, _ = settled(stack, "rf_reschedule", run_id, "poke")
-    assert states == [("1", "released"), ("1/2", "released"), ("1/3", "released")]
+    states, rows = settled(stack, "rf_reschedule", run_id, "poke")
+    # Each poke is a run of the same try. Usually the executor has read a poke's end (and released
+    # its slots) before the scheduler queues the next one: a new admission. On a loaded machine the
+    # next poke can be queued first; the live grant then serves it and the row says so. Either way,
+    # three runs, admissions numbered in order, every one released.
+    reused = sum((row.message or "").count("the live grant was reused") for row in rows)
+    assert len(rows) + reused == 3, (states, [row.message for row in rows])
+    assert states == [("1", "released"), ("1/2", "released"), ("1/3", "released")][:len(rows)]
     assert scheduler_alive(stack)
 
 
