@@ -53,6 +53,7 @@ class _Part:
     uses: int = 0
     writes: list[ExecutionEdge] = field(default_factory=list)
     routed: bool = False  # some in-unit consumer takes only some of its buckets
+    persisted: bool = False
     schema: Any = None  # fetched once, for the parts whose rows regionflow routes or writes
 
 
@@ -104,7 +105,7 @@ class UnitComputer:
                     self._check_keys(part, failing=True)
             raise
         for part in parts:
-            if part.frame.is_cached:
+            if part.persisted:  # not `frame.is_cached`: on Spark Connect that is an analysis RPC per frame
                 part.frame.unpersist()
 
     def _unit_spans(self) -> dict[int, list[Span]]:
@@ -244,6 +245,7 @@ class UnitComputer:
         total = part.uses + len(part.writes) + (1 if part.vertex.sink else 0)
         if total > 1:
             part.frame = part.frame.persist()
+            part.persisted = True
 
     def _materialise(self, part: _Part) -> None:
         try:
