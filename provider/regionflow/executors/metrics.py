@@ -2,6 +2,10 @@
 
 - gauges, every executor sync: ``regionflow.pool.slots_free``, ``.slots_used``, ``.queue_length``,
   ``.blocklisted_hosts`` (distinct hosts with a live entry);
+- per host, as Airflow does for its pools: ``regionflow.pool.host_slots_free`` and
+  ``.host_slots_used`` tagged ``host=<name>`` (a backend with tags: ``[metrics]
+  statsd_influxdb_enabled``, Datadog, OpenTelemetry), and the same with the host in the name,
+  ``regionflow.pool.host_slots_free.<name>``, for plain StatsD, which drops tags;
 - counters: ``regionflow.pool.grants``, ``.rejections``;
 - timer: ``regionflow.pool.queue_wait_seconds`` (a grant's wait in the FIFO queue).
 
@@ -24,6 +28,8 @@ class PoolReading(Protocol):
 
     def waiting_bulks(self) -> list[Any]: ...
 
+    def host_usage(self) -> list[Any]: ...
+
     @property
     def blocklist(self) -> Any: ...
 
@@ -44,6 +50,10 @@ class PoolMetrics:
         self.stats.gauge(PREFIX + "slots_used", pool.used_slots())
         self.stats.gauge(PREFIX + "queue_length", len(pool.waiting_bulks()))
         self.stats.gauge(PREFIX + "blocklisted_hosts", len({entry.host for entry in pool.blocklist.entries()}))
+        for host in pool.host_usage():
+            for figure, value in (("host_slots_free", host.free), ("host_slots_used", host.used)):
+                self.stats.gauge(f"{PREFIX}{figure}.{host.name}", value)
+                self.stats.gauge(PREFIX + figure, value, tags={"host": host.name})
 
     def granted(self, waited_s: float | None) -> None:
         """A bulk got its slots after `waited_s` seconds in the queue."""

@@ -160,6 +160,19 @@ class HostLoss:
     granted: list[Grant]
 
 
+@dataclass(frozen=True)
+class HostUsage:
+    """One live host's slots and how many of them are free (for metrics and views)."""
+
+    name: str
+    slots: int
+    free: int
+
+    @property
+    def used(self) -> int:
+        return self.slots - self.free
+
+
 class _Waiting:
     __slots__ = ("bulk", "demand", "sequence", "since", "positions", "signature")
 
@@ -232,7 +245,8 @@ class SlotPool:
         if isinstance(backfill_lookahead, bool) or not isinstance(backfill_lookahead, int) or backfill_lookahead < 1:
             raise SpecError(f"backfill_lookahead must be an integer >= 1, got {backfill_lookahead!r}")
         if not isinstance(resource_wait_timeout_s, (int, float)) or resource_wait_timeout_s < 0:
-            raise SpecError(f"resource_wait_timeout_s must be a number of seconds >= 0, got {resource_wait_timeout_s!r}")
+            raise SpecError("resource_wait_timeout_s must be a number of seconds >= 0, "
+                            f"got {resource_wait_timeout_s!r}")
         self._clock = clock
         self._lookahead = backfill_lookahead
         self.resource_wait_timeout_s = float(resource_wait_timeout_s)
@@ -300,8 +314,9 @@ class SlotPool:
             if busy:
                 for done_host, done in taken:
                     table.give_back(done_host, done)
+                name = next(name for name, index in table.index_of.items() if index == host)
                 raise SchedulingError(f"cannot restore bulk '{bulk.bulk_id}' ({bulk.label}): slot(s) {busy} of host "
-                                      f"'{table.hosts[host].name}' are already taken")
+                                      f"'{name}' are already taken")
             taken.append((host, sorted(indices)))
             self._running_on_host[host][bulk.bulk_id] = None
         kept = tuple(slot for slot in slots if slot.host in table.index_of)
@@ -413,6 +428,11 @@ class SlotPool:
 
     def hosts(self) -> list[Host]:
         return [host for _, host in self._table.live()]
+
+    def host_usage(self) -> list[HostUsage]:
+        """Per live host: its slots and how many are free (O(hosts))."""
+        table = self._table
+        return [HostUsage(host.name, host.slots, table.free_count[index]) for index, host in table.live()]
 
     def busy_hosts(self) -> set[str]:
         """Names of the live hosts with at least one granted slot."""
@@ -934,12 +954,12 @@ class _UnfulfillableExplainer:
         return f"{self.demand.size} slots ({parts})"
 
     def _offers_text(self, live: list[tuple[int, Host]]) -> str:
-        return "; ".join(f"{host.name}: {host.slots} x {host.slot_profile.describe()}" for _, host in live) or "no hosts"
+        offers = [f"{host.name}: {host.slots} x {host.slot_profile.describe()}" for _, host in live]
+        return "; ".join(offers) or "no hosts"
 
     def _blocked_text(self, names: Iterable[str]) -> str:
-        return ", ".join(
-            f"{name} for another {max(0.0, self.blocked[name] - self.now):.0f} s" for name in names if name in self.blocked
-        )
+        return ", ".join(f"{name} for another {max(0.0, self.blocked[name] - self.now):.0f} s"
+                         for name in names if name in self.blocked)
 
     def _blocked_note(self, names: Iterable[str]) -> str:
         text = self._blocked_text(names)
@@ -953,5 +973,5 @@ class _UnfulfillableExplainer:
         return capacity
 
 
-__all__ = ["Bulk", "Grant", "HostLoss", "SlotPool", "SlotRef", "DEFAULT_RESOURCE_WAIT_TIMEOUT_S",
+__all__ = ["Bulk", "Grant", "HostLoss", "HostUsage", "SlotPool", "SlotRef", "DEFAULT_RESOURCE_WAIT_TIMEOUT_S",
            "DEFAULT_BACKFILL_LOOKAHEAD"]
