@@ -95,11 +95,13 @@ def test_the_cluster_view_shows_a_waiting_region_and_why_then_its_attempt(stack,
     ((task_id, task),) = attempts["tasks"].items()
     (attempt,) = task["attempts"]
     assert task_id == "source__count" and attempt["host"] == "localhost" and attempt["state"] == "succeeded"
+    assert (attempts["run_state"], attempts["active"]) == ("success", False)  # the page stops refreshing
     assert attempt["winner"] and attempt["ended_at"] > attempt["started_at"]
     page = client.get(f"/regionflow/attempts?dag_id=ui_region&run_id={region}&task_id={task_id}",
                       headers=auth(stack))
     assert page.status_code == 200 and "regionflow: attempts" in page.text
     assert f"api/dags/ui_region/runs/{quote(region, safe='')}/attempts" in page.text
+    assert "clearInterval(timer)" in page.text
 
 
 def _queued(view):

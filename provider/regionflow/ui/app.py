@@ -5,8 +5,9 @@ JSON (read-only, from regionflow's store):
   why each region waits, grants per DAG run. Any logged-in user; queue entries and grants of DAGs
   the user may not read are left out (counted in ``queue_hidden``).
 - ``GET /regionflow/api/dags/{dag_id}/runs/{run_id}/attempts[?task_id=]``: every attempt and
-  speculative copy of the run's region tasks (host, start, end, state, winner) and the speculation
-  figures. Needs read access to the DAG's task instances; 404 naming the ids when regionflow has
+  speculative copy of the run's region tasks (host, start, end, state, winner), the speculation
+  figures, and the DAG run's state with ``active`` (queued or running: the page stops refreshing
+  once the run has ended). Needs read access to the DAG's task instances; 404 naming the ids when regionflow has
   nothing for them.
 
 Pages (``/regionflow/cluster``, ``/regionflow/attempts?dag_id=&run_id=&task_id=``) are one HTML file
@@ -26,6 +27,7 @@ from fastapi.responses import HTMLResponse
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 
 from .pages import attempts_page, cluster_page
@@ -67,8 +69,11 @@ def build_app() -> FastAPI:
 
     @app.get("/api/dags/{dag_id}/runs/{run_id}/attempts",
              dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))])
-    def attempts(dag_id: str, run_id: str, task_id: str | None = Query(default=None)) -> dict[str, Any]:
+    def attempts(dag_id: str, run_id: str, session: SessionDep,
+                 task_id: str | None = Query(default=None)) -> dict[str, Any]:
         view = run_view(_store(), dag_id, run_id, task_id)
+        view["run_state"] = _run_state(session, dag_id, run_id)
+        view["active"] = view["run_state"] in ACTIVE_RUN_STATES  # the page refreshes while this holds
         if not view["tasks"]:
             task = f" task {task_id!r}" if task_id else ""
             raise HTTPException(404, f"regionflow has no attempts of DAG {dag_id!r} run {run_id!r}{task}; "
@@ -85,6 +90,21 @@ def build_app() -> FastAPI:
         return attempts_page(dag_id, run_id, task_id)
 
     return app
+
+
+ACTIVE_RUN_STATES = ("queued", "running")
+
+
+def _run_state(session: Any, dag_id: str, run_id: str) -> str | None:
+    """The DAG run's state from Airflow's metadata database (the api-server's own session), or None
+    for an unknown run. regionflow's store cannot say it: between two tasks of a running DAG run no
+    grant or attempt of it is live."""
+    from sqlalchemy import select
+
+    from airflow.models.dagrun import DagRun
+
+    state = session.scalar(select(DagRun.state).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+    return None if state is None else str(getattr(state, "value", state))
 
 
 __all__ = ["build_app"]

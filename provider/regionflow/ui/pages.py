@@ -1,6 +1,7 @@
-"""The plugin's two pages: static HTML with a small script that reads the JSON API every 5 s and
-renders tables with ``textContent`` (values from the store are never parsed as HTML). The API is
-addressed relative to the page (``api/...``), so a base URL with a path prefix keeps working."""
+"""The plugin's two pages: static HTML with a small script that reads the JSON API every 5 s (the
+attempts page only while its DAG run is queued or running) and renders tables with ``textContent``
+(values from the store are never parsed as HTML). The API is addressed relative to the page
+(``api/...``), so a base URL with a path prefix keeps working."""
 from __future__ import annotations
 
 import html
@@ -40,10 +41,14 @@ async function refresh() {
     if (!response.ok) { document.getElementById('status').textContent = data.detail || response.statusText; return; }
     document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString();
     render(data);
+    if (data.active === false) {  // a view of a run that has ended: nothing will change any more
+      clearInterval(timer);
+      document.getElementById('status').textContent = `run ${data.run_state || 'ended'}: not refreshing`;
+    }
   } catch (error) { document.getElementById('status').textContent = String(error); }
 }
 %(render)s
-refresh(); setInterval(refresh, 5000);
+const timer = setInterval(refresh, 5000); refresh();
 """
 
 _CLUSTER_RENDER = """
