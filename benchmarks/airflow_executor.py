@@ -60,7 +60,8 @@ with DAG("stream", schedule=None, start_date=datetime(2026, 1, 1), catchup=False
 
 with DAG("big", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as big:
     PythonOperator(task_id="big", python_callable=pause, op_args=[3], pool="{pool}", pool_slots={slots},
-                   executor_config={{"regionflow": {{"requests": [[{{"unknown": True}}] * {slots}], "labels": ["big"]}}}})
+                   executor_config={{"regionflow": {{"requests": [[{{"unknown": True}}] * {slots}],
+                                                     "labels": ["big"]}}}})
 '''
 
 
@@ -94,7 +95,8 @@ def stack_for(root: str, name: str, executor: str, dag_source: str, slots: int) 
     with open(os.path.join(dags, f"{name}.py"), "w", encoding="utf-8") as handle:
         handle.write(textwrap.dedent(dag_source))
     return EmbeddedAirflow(home, dags, executor=executor, parallelism=max(32, slots),
-                           regionflow_options={"hosts": f"localhost:slots={slots}", "data_dir": os.path.join(home, "data"),
+                           regionflow_options={"hosts": f"localhost:slots={slots}",
+                                               "data_dir": os.path.join(home, "data"),
                                                "backend": "submit"})  # no region task here: no Spark servers
 
 
@@ -113,7 +115,8 @@ def overhead(root: str, executor: str, args) -> dict:
                "median_queued_to_running_s": _median(queued_to_running)}
     if "RegionExecutor" in executor:
         store = RegionflowStore.from_config(f"sqlite:///{os.path.join(stack.home, 'regionflow.db')}")
-        queued = {(t["task_id"], t["map_index"]): _at(t["queued_when"]).timestamp() for t in tis if t.get("queued_when")}
+        queued = {(t["task_id"], t["map_index"]): _at(t["queued_when"]).timestamp()
+                  for t in tis if t.get("queued_when")}
         starts = [a.started_at - queued[(a.task_id, a.map_index)] for a in store.attempts("small_regions", run_id)
                   if (a.task_id, a.map_index) in queued]
         figures["median_queued_to_submission_s"] = _median(starts)

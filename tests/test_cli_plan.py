@@ -34,7 +34,8 @@ def test_plan_text_default_mode(capsys):
     code, out, err = run(capsys, "plan", FLIP119)
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0] == "job flip119: mode forward-pipelined-only, 12 subtasks, 10 regions, 2 blocking edges, min slots 1"
+    assert lines[0] == ("job flip119: mode forward-pipelined-only, 12 subtasks, 10 regions, 2 blocking edges, "
+                        "min slots 1")
     header = next(i for i, line in enumerate(lines) if line.split() == ["#", "region", "slots", "subtasks"])
     rows = [line.split(None, 3) for line in lines[header + 1:] if line.strip()]
     assert len(rows) == 10
@@ -54,7 +55,8 @@ def test_plan_text_modes(capsys, mode, regions, slots):
     assert f"{regions} regions" in out.splitlines()[0] and f"min slots {slots}" in out.splitlines()[0]
 
 
-@pytest.mark.parametrize("mode", ["all-blocking", "forward-pipelined-only", "pointwise-pipelined-only", "all-pipelined"])
+@pytest.mark.parametrize("mode", ["all-blocking", "forward-pipelined-only", "pointwise-pipelined-only",
+                                  "all-pipelined"])
 def test_plan_json_matches_plan(capsys, mode):
     code, out, err = run(capsys, "plan", FLIP119, "--mode", mode, "--format", "json")
     assert code == 0 and err == ""

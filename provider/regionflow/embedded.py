@@ -593,8 +593,8 @@ class EmbeddedAirflow:
 
     def create_pool(self, name: str, slots: int, description: str = "") -> None:
         """An Airflow pool (the benchmarks compare Airflow pools with the slot pool)."""
-        self._call("POST", "/api/v2/pools", ok=(200, 201), json={"name": name, "slots": slots,
-                                                                  "description": description, "include_deferred": False})
+        self._call("POST", "/api/v2/pools", ok=(200, 201),
+                   json={"name": name, "slots": slots, "description": description, "include_deferred": False})
 
     def unpause(self, dag_id: str) -> None:
         self._call("PATCH", f"/api/v2/dags/{_q(dag_id)}", json={"is_paused": False},
@@ -606,7 +606,8 @@ class EmbeddedAirflow:
         SQLite answers "database is locked" when the machine is very busy, which the api-server turns
         into a 500; the run id is fixed before the first try, so trying again cannot create a second run.
         """
-        run_id = run_id or f"manual__{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%f')}_{uuid.uuid4().hex[:6]}"
+        run_id = run_id or (f"manual__{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%f')}"
+                            f"_{uuid.uuid4().hex[:6]}")
         body: dict[str, Any] = {"logical_date": None, "conf": dict(conf or {}), "dag_run_id": run_id}
         for attempt in range(_TRIGGER_TRIES):
             try:
@@ -762,7 +763,8 @@ def _render_config(sections: Mapping[str, Mapping[str, str]]) -> str:
     for section, options in sections.items():
         lines = [f"[{section}]"] + [f"{key} = {value.replace('%', '%%')}" for key, value in options.items()]
         blocks.append("\n".join(lines))
-    return "# Written by regionflow.embedded.EmbeddedAirflow; rewritten on every start.\n\n" + "\n\n".join(blocks) + "\n"
+    return ("# Written by regionflow.embedded.EmbeddedAirflow; rewritten on every start.\n\n"
+            + "\n\n".join(blocks) + "\n")
 
 
 def _read_config(path: str) -> configparser.ConfigParser:

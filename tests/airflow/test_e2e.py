@@ -96,8 +96,10 @@ def test_example_job_gives_the_reference_checksum_in_every_mode(stack, orders_re
         assert stack.wait_for_run(dag_id, run_id, timeout=1500) == "success", dag_id
     data_dir = stack.regionflow_options["data_dir"]
     for dag_id, run_id in runs.items():
-        layout, partitions = dag_run_outputs(os.path.join(stack.dags_folder, "rf_modes.py"), dag_id, run_id, data_dir, 1)
+        layout, partitions = dag_run_outputs(os.path.join(stack.dags_folder, "rf_modes.py"), dag_id, run_id,
+                                             data_dir, 1)
         figures = layout.sink_figures(partitions, data_dir)["totals"]
-        assert (figures["rows"], figures["checksum"]) == (orders_reference["rows"], orders_reference["checksum"]), dag_id
+        assert (figures["rows"], figures["checksum"]) == (orders_reference["rows"],
+                                                          orders_reference["checksum"]), dag_id
         region_tasks = {task_id for task_id, _ in times(stack, dag_id, run_id)}
         assert len(region_tasks) == len(layout.plan.region_set.logical)

@@ -217,7 +217,8 @@ def test_a_restart_on_the_same_home_keeps_the_database_and_waits_for_fresh_heart
         health = again.health()
 
     assert runs == runs_before
-    for component, key in (("scheduler", "latest_scheduler_heartbeat"), ("dag_processor", "latest_dag_processor_heartbeat")):
+    for component, key in (("scheduler", "latest_scheduler_heartbeat"),
+                           ("dag_processor", "latest_dag_processor_heartbeat")):
         assert health[component]["status"] == "healthy"
         assert datetime.fromisoformat(health[component][key]) >= restarted_at
     assert again.pids() == []

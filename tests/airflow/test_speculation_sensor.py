@@ -1,7 +1,6 @@
 """SpeculationSensor.poke against a real SQLite store with recorded attempts (no Airflow stack, no Spark)."""
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -41,7 +40,8 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__BLOCKLIST_EXPIRY", "30")
     gauges = []
-    monkeypatch.setattr("regionflow.sensors.speculation.emit_gauges", lambda values, tags: gauges.append((values, tags)))
+    monkeypatch.setattr("regionflow.sensors.speculation.emit_gauges",
+                        lambda values, tags: gauges.append((values, tags)))
     return {"url": f"sqlite:///{tmp_path}/regionflow.db", "gauges": gauges}
 
 

@@ -257,7 +257,8 @@ def test_transform_takes_speculation_defaults_from_the_config_and_overrides_name
     assert {sensor.config.min_runtime for sensor in sensors} == {30.0}
     with new_dag("overridden") as dag:
         SparkVertexOperator(task_id="v", parallelism=4, fn=job.generate_orders)
-    result = regionflow.transform(dag, config=config, max_shards=2, speculation_config={"multiplier": 3, "quantile": ""})
+    result = regionflow.transform(dag, config=config, max_shards=2,
+                                  speculation_config={"multiplier": 3, "quantile": ""})
     sensor = next(task for task in dag.tasks if task.task_id.endswith("__speculation"))
     assert (sensor.config.multiplier, sensor.config.quantile, sensor.config.min_runtime) == (3.0, 0.5, 30.0)
     assert any(policy.enabled for policy in result.speculation.values())

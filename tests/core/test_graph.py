@@ -150,7 +150,8 @@ def test_cycle_with_a_downstream_vertex_sorting_first():
 
 def test_cycle_with_downstream_vertices_sorting_first_longer():
     graph = make_job({"p": 1, "q": 1, "r": 1, "a": 1, "b": 1},
-                     [("p", "q", "hash"), ("q", "r", "hash"), ("r", "p", "hash"), ("r", "a", "hash"), ("a", "b", "hash")])
+                     [("p", "q", "hash"), ("q", "r", "hash"), ("r", "p", "hash"), ("r", "a", "hash"),
+                      ("a", "b", "hash")])
     message = _raises(graph)
     for vertex in "pqr":
         assert f"{vertex}" in message
@@ -347,7 +348,8 @@ V = [{"id": "A", "parallelism": 1}, {"id": "B", "parallelism": 1}]
         ({"vertices": ["A"]}, SpecError, ["vertices[0]"]),
         ({"vertices": [{"id": "A"}]}, SpecError, ["vertices[0]", "parallelism"]),
         ({"vertices": [{"parallelism": 1}]}, SpecError, ["vertices[0]", "id"]),
-        ({"vertices": [V[0], {"id": "B", "parallelism": 1, "colour": "red"}]}, SpecError, ["vertices[1]", "'B'", "colour"]),
+        ({"vertices": [V[0], {"id": "B", "parallelism": 1, "colour": "red"}]},
+         SpecError, ["vertices[1]", "'B'", "colour"]),
         ({"vertices": [{"id": "A", "parallelism": 1, "resources": 3}]}, SpecError, ["'A'", "resources"]),
         ({"vertices": [{"id": "A", "parallelism": 1, "resources": {"cpu": "lots"}}]}, SpecError, ["cpu", "'lots'"]),
         ({"vertices": [{"id": "A", "parallelism": 1, "resources": {"cpu": -1}}]}, SpecError, ["cpu", "-1"]),
@@ -356,7 +358,8 @@ V = [{"id": "A", "parallelism": 1}, {"id": "B", "parallelism": 1}]
         ({"vertices": V, "edges": ["A->B"]}, SpecError, ["edges[0]"]),
         ({"vertices": V, "edges": [{"src": "A", "dst": "B", "distribution": "hash", "keys": ["k"], "weight": 2}]},
          SpecError, ["edges[0]", "A -> B", "weight"]),
-        ({"vertices": V, "edges": [{"src": "A", "dst": "B", "distribution": "spray"}]}, SpecError, ["A -> B", "'spray'"]),
+        ({"vertices": V, "edges": [{"src": "A", "dst": "B", "distribution": "spray"}]},
+         SpecError, ["A -> B", "'spray'"]),
         ({"vertices": V, "edges": [{"src": "A", "dst": "B", "distribution": "forward", "exchange": "later"}]},
          SpecError, ["A -> B", "'later'"]),
         ({"vertices": V, "edges": [{"src": "A", "dst": "C", "distribution": "forward"}]}, JobGraphError, ["'C'"]),
@@ -365,7 +368,8 @@ V = [{"id": "A", "parallelism": 1}, {"id": "B", "parallelism": 1}]
         ({"vertices": [{"id": "A", "parallelism": "3"}]}, SpecError, ["'A'", "'3'", "must be an integer"]),
         ({"vertices": [{"id": "A", "parallelism": 2}, {"id": "B", "parallelism": 3}],
           "edges": [{"src": "A", "dst": "B", "distribution": "forward"}]}, JobGraphError, ["A -> B", "FORWARD"]),
-        ({"vertices": V, "edges": [{"src": "A", "dst": "B", "distribution": "hash"}]}, JobGraphError, ["A -> B", "HASH"]),
+        ({"vertices": V, "edges": [{"src": "A", "dst": "B", "distribution": "hash"}]},
+         JobGraphError, ["A -> B", "HASH"]),
         ({"vertices": V, "edges": [{"src": "A", "dst": "B", "distribution": "hash", "keys": []}]},
          SpecError, ["A -> B", "keys is empty"]),
         ({"vertices": []}, SpecError, ["vertices is empty"]),

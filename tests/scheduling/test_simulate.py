@@ -52,7 +52,8 @@ def test_durations_and_their_errors():
     result = simulate(plans("flip119.json", mode="all-blocking"), Cluster.local_default(1),
                       durations={"A": 2.0})
     assert result.makespan == 2 * 2 + 10  # 2 A's of 2.0, 10 others of 1.0, on one slot
-    for bad, word in (("A", "VERTEX=SECONDS"), ("A=x", "not a number"), ("A=-1", "finite number of seconds >= 0"), ("A=nan", "finite")):
+    for bad, word in (("A", "VERTEX=SECONDS"), ("A=x", "not a number"), ("A=-1", "finite number of seconds >= 0"),
+                      ("A=nan", "finite")):
         try:
             parse_durations(bad)
         except Exception as error:  # noqa: BLE001
@@ -88,7 +89,8 @@ def random_jobs(draw):
             graph.connect(f"v{src}", f"v{dst}", distribution, draw(st.sampled_from([None, "pipelined", "blocking"])),
                           keys=["k"] if distribution == "hash" else [])
         jobs.append(graph)
-    mode = draw(st.sampled_from(["all-blocking", "forward-pipelined-only", "pointwise-pipelined-only", "all-pipelined"]))
+    mode = draw(st.sampled_from(["all-blocking", "forward-pipelined-only", "pointwise-pipelined-only",
+                                 "all-pipelined"]))
     return [Plan(graph, mode) for graph in jobs]
 
 

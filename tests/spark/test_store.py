@@ -451,7 +451,8 @@ def test_publish_needs_exactly_one_staged_file(store, tmp_path):
     store.commit("u", "a", {})
     committer = SinkCommitter(str(tmp_path / "out"), "job", "run-1")
     committer.claim()
-    with pytest.raises(StoreError, match=r"subtask 0: expected exactly one part-\*.parquet .* found 2.*one file per subtask"):
+    with pytest.raises(StoreError,
+                       match=r"subtask 0: expected exactly one part-\*.parquet .* found 2.*one file per subtask"):
         committer.publish(store.committed("u").path, "out", [0])
     with pytest.raises(StoreError, match="subtask 1: expected exactly one .* found 0"):
         committer.publish(store.committed("u").path, "out", [1])

@@ -162,7 +162,8 @@ def test_job_conf_passes_through_as_strings():
 
 
 def test_job_conf_may_repeat_an_owned_key_with_the_same_value():
-    kwargs = kwargs_for("spark://127.0.0.1:7077", slots=2, job_conf={"spark.cores.max": "2", "spark.ui.enabled": "FALSE"})
+    kwargs = kwargs_for("spark://127.0.0.1:7077", slots=2,
+                        job_conf={"spark.cores.max": "2", "spark.ui.enabled": "FALSE"})
     assert kwargs["total_executor_cores"] == 2 and "spark.cores.max" not in kwargs["conf"]
 
 
@@ -320,7 +321,8 @@ def _user_package(root) -> None:
 def test_user_packages_and_modules_are_zipped_by_top_level_name(tmp_path, monkeypatch):
     _user_package(tmp_path / "src")
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
-    paths = build_py_files(str(tmp_path / "py"), ["my_jobs.sub.orders", "my_jobs", "my_single", "regionflow.core.graph"])
+    paths = build_py_files(str(tmp_path / "py"),
+                           ["my_jobs.sub.orders", "my_jobs", "my_single", "regionflow.core.graph"])
     assert [os.path.basename(p).split("-")[0] for p in paths] == ["regionflow", "my_jobs", "my_single"]
     assert sorted(_names(paths[1])) == ["my_jobs/__init__.py", "my_jobs/sub/__init__.py", "my_jobs/sub/orders.py",
                                         "my_jobs/table.json"]
@@ -539,7 +541,8 @@ def test_kill_before_run_submits_nothing(tmp_path, fake_spark_submit):
 
 def real_submission(tiny_app, out, mode, *, slots=1, **options) -> RegionSubmission:
     kwargs = build_submit_kwargs(application=tiny_app, application_args=[str(out), mode], master="local[*]",
-                                 slots=slots, slot_profile=ONE_CORE_SLOT, job_conf={"spark.sql.shuffle.partitions": "2"},
+                                 slots=slots, slot_profile=ONE_CORE_SLOT,
+                                 job_conf={"spark.sql.shuffle.partitions": "2"},
                                  py_files=[], name=f"test {mode}")
     return RegionSubmission(tiny_app, kwargs, **options)
 

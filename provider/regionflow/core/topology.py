@@ -77,7 +77,8 @@ class PartitionGroup:
         return range(self.cons_lo, self.cons_hi)
 
     def __repr__(self) -> str:
-        return f"PartitionGroup(#{self.index}, edge={self.edge}, producers={self.producers}, consumers={self.consumers})"
+        return (f"PartitionGroup(#{self.index}, edge={self.edge}, producers={self.producers}, "
+                f"consumers={self.consumers})")
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,8 @@ class SparkVertexOperator(BaseOperator):
                            "the DAG file so that it runs inside a region task")
 
 
-def spark_vertex(parallelism: int, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., SparkVertexOperator]]:
+def spark_vertex(parallelism: int,
+                 **options: Any) -> Callable[[Callable[..., Any]], Callable[..., SparkVertexOperator]]:
     """TaskFlow-style: ``@spark_vertex(parallelism=4)`` on ``def clean(spark, inputs, ctx)``; calling
     ``clean()`` inside the DAG creates the vertex (task_id = the function's name unless given)."""
 

@@ -179,7 +179,8 @@ class StandaloneCluster:
 
     def _require_started(self) -> None:
         if not self._daemons:
-            raise StandaloneClusterError("the standalone cluster is not started; call start() or use it as a context manager")
+            raise StandaloneClusterError("the standalone cluster is not started; "
+                                         "call start() or use it as a context manager")
 
     def _prepare_dirs(self) -> None:
         for name in ("logs", "pids", "work", "conf", "local"):
