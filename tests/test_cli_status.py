@@ -1,4 +1,5 @@
-"""`regionflow status DAG_ID RUN_ID`: metrics, attempts (host, state, speculative, winner), copies, blocklist."""
+"""`regionflow status [DAG_ID RUN_ID]`: the slot pool; of a run: metrics, attempts (host, state, speculative,
+winner), copies, blocklist."""
 from __future__ import annotations
 
 import json
@@ -62,3 +63,38 @@ def test_text(url, capsys):
 def test_unknown_run_is_an_error(url, capsys):
     assert main(["status", "d", "nope", "--store-url", url]) == 2
     assert "nothing for DAG 'd' run 'nope'" in capsys.readouterr().err
+
+
+def test_without_a_run_it_shows_the_slot_pool_of_the_hosts(url, capsys):
+    store = RegionflowStore(url)
+    store.record_waiting("g1", dag_id="d", run_id="r", task_id="t", try_number=1, label="t[0]", requests=[{}] * 2,
+                         map_index=0)
+    store.record_granted("g1", [("a", 0), ("b", 0)])
+    store.record_waiting("w1", dag_id="d", run_id="r2", task_id="t", try_number=2, label="t", requests=[{}] * 3)
+    assert main(["status", "--store-url", url, "--hosts", "a:slots=2;b:slots=1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"slot pool: 3 slots, 2 used, 1 free (store {url})\nhosts:\n"
+                          "  a: 1/2 slots used, 1 free, slot [cpu=1,heap=1024MiB] on local[2]\n"
+                          "  b: 1/1 slots used, 0 free, slot [cpu=1,heap=1024MiB] on local[1]\n"
+                          "queue (FIFO, oldest first):\n  1. d/r2 t try 2 wants 3 slot(s), waiting "), out
+    assert "s: not enough free slots: needs 3, 1 free\n" in out
+    assert "blocklist:\n  h1 for run d/r, " in out
+    assert "grants:\n  DAG d run r:\n    d/r t[0] try 1: 2 slot(s) on a, b" in out
+    assert main(["status", "--store-url", url, "--hosts", "a:slots=2;b:slots=2", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["slots"] == {"total": 4, "used": 2, "free": 2} and [q["bulk_id"] for q in data["queue"]] == ["w1"]
+
+
+def test_without_a_store_yet_the_pool_is_empty_and_no_store_is_created(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__HOSTS", "x:slots=3")
+    url = f"sqlite:///{tmp_path}/none.db"
+    assert main(["status", "--store-url", url]) == 0
+    assert capsys.readouterr().out.splitlines()[:3] == [
+        f"slot pool: 3 slots, 0 used, 3 free (store {url}, not created yet: nothing has run)", "hosts:",
+        "  x: 0/3 slots used, 3 free, slot [cpu=1,heap=1024MiB] on local[3]"]
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_a_dag_id_without_a_run_id_is_an_error(url, capsys):
+    assert main(["status", "d", "--store-url", url]) == 2
+    assert "give both DAG_ID and RUN_ID" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The `regionflow` command line: plan, simulate, bench (and later run, status).
+"""The `regionflow` command line: plan, simulate, run, bench, status, schema, session.
 
 Every expected failure is a `RegionflowError`; the CLI prints its message (no traceback) and exits 2.
 """
@@ -12,7 +12,7 @@ import traceback
 from typing import Any, Callable, Sequence
 
 from .core.errors import RegionflowError, SpecError
-from .core.graph import load_job
+from .core.graph import JobGraph, load_job
 from .core.modes import DEFAULT_MODE, ExchangeMode
 from .core.plan import Plan
 
@@ -48,10 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate(commands)
     _add_run(commands)
     _add_bench(commands)
-    _add_status(commands)
     _add_schema(commands)
     from .session_cli import add_session
+    from .status_cli import add_status
 
+    add_status(commands, _add_cluster_options, _cluster_from_args)
     add_session(commands, _add_cluster_options, _cluster_from_args)
     return parser
 
@@ -94,61 +95,6 @@ def schema_of(kind: str) -> dict[str, Any]:
     return dialect | config_schema()
 
 
-# ---- status ---------------------------------------------------------------------------------------
-
-
-def _add_status(commands) -> None:
-    status = commands.add_parser("status", help="attempts, speculation metrics and blocklist of one DAG run")
-    status.add_argument("dag_id")
-    status.add_argument("run_id")
-    status.add_argument("--store-url", default=None,
-                        help="regionflow's store (default: $AIRFLOW__REGIONFLOW__STORE_URL, else "
-                             "sqlite:///$AIRFLOW_HOME/regionflow.db)")
-    status.add_argument("--format", choices=("text", "json"), default="text")
-    status.set_defaults(handler=run_status)
-
-
-def run_status(args: argparse.Namespace) -> int:
-    from .store import RegionflowStore, default_url, mask_url, store_exists
-    from .ui.views import run_view
-
-    url = args.store_url or os.environ.get("AIRFLOW__REGIONFLOW__STORE_URL") or default_url()
-    if not store_exists(url):  # a read-only command creates no store where a mistyped URL points
-        raise RegionflowError(f"no regionflow store at {mask_url(url)!r} (from --store-url / [regionflow] "
-                              f"store_url); check the path")
-    store = RegionflowStore.from_config(url)
-    data = run_view(store, args.dag_id, args.run_id)
-    if not data["tasks"]:
-        raise RegionflowError(f"regionflow's store at {store.url!r} has nothing for DAG {args.dag_id!r} run "
-                              f"{args.run_id!r}; check the ids (and --store-url)")
-    print(json.dumps(data, indent=2) if args.format == "json" else status_text(data))
-    return 0
-
-
-def status_text(data: dict[str, Any]) -> str:
-    lines = [f"DAG {data['dag_id']} run {data['run_id']}"]
-    for task_id, task in sorted(data["tasks"].items()):
-        lines.append(f"{task_id}:")
-        if task["metrics"]:
-            lines.append("  metrics:")
-            lines += [f"    {name} = {value:g}" for name, value in sorted(task["metrics"].items())]
-        if task["attempts"]:
-            lines.append("  attempts:")
-            for a in sorted(task["attempts"], key=lambda a: (a["shard"], a["attempt"])):
-                duration = "" if a["duration_s"] is None else f" {a['duration_s']:.1f} s"
-                lines.append(f"    [{a['shard']}] {a['attempt']} on {a['host']}: {a['state']}{duration}"
-                             f"{' speculative' if a['speculative'] else ''}{' WINNER' if a['winner'] else ''}")
-        for c in task["copies"]:
-            lines.append(f"  copy request {c['request']} for shard {c['shard']}: {c['state']}"
-                         f"{'' if not c['attempt'] else ' as ' + c['attempt'] + ' on ' + str(c['host'])}"
-                         f" (avoiding {', '.join(c['excluded_hosts']) or 'none'})"
-                         f"{'' if not c['message'] else ': ' + c['message']}")
-    if data["blocklist"]:
-        lines.append("blocklist:")
-        lines += [f"  {b['host']} for {b['expires_in_s']:g} s more ({b['reason']})" for b in data["blocklist"]]
-    return "\n".join(lines)
-
-
 # ---- plan -----------------------------------------------------------------------------------------
 
 
@@ -164,12 +110,19 @@ def _add_plan(commands) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     reference = f"{args.job}#{args.dag_id}" if args.dag_id else args.job
-    plan = Plan(load_job(reference), _mode_arg(args.mode))
-    if args.format == "json":
-        print(json.dumps(plan.to_dict(inputs=args.inputs), indent=2))
-    else:
-        print(plan.to_text(inputs=args.inputs))
+    print(plan_output(load_job(reference), mode_option(args.mode), args.format, inputs=args.inputs))
     return 0
+
+
+def plan_output(graph: JobGraph, mode: ExchangeMode | None = None, output_format: str = "text",
+                inputs: bool = False) -> str:
+    """What ``plan`` prints for a job: its pipelined regions under `mode` (None: the job's own mode),
+    as text or JSON; with `inputs`, the producer subtasks each subtask reads. ``airflow regionflow
+    plan`` prints the same for a DAG's job."""
+    plan = Plan(graph, mode)
+    if output_format == "json":
+        return json.dumps(plan.to_dict(inputs=inputs), indent=2)
+    return plan.to_text(inputs=inputs)
 
 
 # ---- simulate ---------------------------------------------------------------------------------------
@@ -190,7 +143,7 @@ def _add_simulate(commands) -> None:
 def run_simulate(args: argparse.Namespace) -> int:
     from .scheduling.simulate import parse_durations, simulate
 
-    mode = _mode_arg(args.mode, DEFAULT_MODE)
+    mode = mode_option(args.mode, DEFAULT_MODE)
     plans = [Plan(load_job(job), mode) for job in args.jobs]
     cluster = _cluster_from_args(args)
     result = simulate(plans, cluster, durations=parse_durations(args.durations), allocator=args.allocator)
@@ -211,8 +164,8 @@ def _cluster_from_args(args: argparse.Namespace):
     return Cluster.local_default(args.slots)
 
 
-def _mode_arg(text: str | None, default: ExchangeMode | None = None) -> ExchangeMode | None:
-    """``--mode``: `default` when not given (None: the job's own mode); an empty value is an error."""
+def mode_option(text: str | None, default: ExchangeMode | None = None) -> ExchangeMode | None:
+    """The ``--mode`` option: `default` when not given (None: the job's own mode); an empty value is an error."""
     if text is None:
         return default
     if not text.strip():
@@ -250,7 +203,7 @@ def run_run(args: argparse.Namespace) -> int:
     from .spark.runner import LocalRunner, RunOptions, run_reference
 
     job_reference = os.path.abspath(args.job) if os.path.exists(args.job) else args.job
-    plan = Plan(load_job(job_reference), _mode_arg(args.mode, DEFAULT_MODE))
+    plan = Plan(load_job(job_reference), mode_option(args.mode, DEFAULT_MODE))
     if args.retries < 0:
         raise SpecError(f"--retries is {args.retries}; give 0 or more")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="regionflow-")

@@ -1,0 +1,149 @@
+"""What ``airflow regionflow status | plan | hosts`` run (defined in `regionflow.airflow_cli`).
+
+Each command reads the ``[regionflow]`` section (`RegionflowConfig.from_airflow`) and prints what the
+``regionflow`` command line prints for the same store, job or hosts: `status_cli.status_output`,
+`cli.plan_output`, `status_cli.hosts_output`. An expected failure (a bad ``[regionflow]`` option, a
+DAG that does not exist or is not a regionflow DAG, a missing store or run) is one line on stderr,
+``airflow regionflow <command>: error: ...``, and exit status 2; no traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import logging
+import os
+import sys
+from typing import Any, Callable
+
+from .core.errors import RegionflowError, SpecError
+from .core.graph import JobGraph
+
+EXIT_ERROR = 2
+
+
+def _one_line_errors(command: Callable[[argparse.Namespace], str]) -> Callable[[argparse.Namespace], None]:
+    """Run `command` and print the text it returns on stdout. While it runs, Airflow's log lines are
+    dropped unless ``--verbose`` (its `suppress_logs_and_warning`, as for its own list commands: parsing
+    the DAGs folder logs every other file's import error with a traceback) and anything written goes to
+    stderr, so ``--format json`` output stays JSON. A `RegionflowError` is one line on stderr and exit
+    status 2."""
+    from airflow.utils.cli import suppress_logs_and_warning
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> None:
+        output: list[str] = []
+
+        @suppress_logs_and_warning
+        def quietly(args: argparse.Namespace) -> None:
+            with contextlib.redirect_stdout(sys.stderr):
+                output.append(command(args))
+
+        _logs_to_stderr()
+        try:
+            quietly(args)
+        except RegionflowError as error:
+            print(f"airflow regionflow {command.__name__}: error: {error}", file=sys.stderr)
+            raise SystemExit(EXIT_ERROR) from None
+        try:
+            print(output[0], flush=True)
+        except BrokenPipeError:  # the reader (e.g. `| head`) went away: not an error of ours
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    return run
+
+
+def _logs_to_stderr() -> None:
+    """Stdlib log handlers writing to stdout write to stderr (as Airflow does for its own commands'
+    ``--output``)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
+
+
+def _config() -> Any:
+    from .config import RegionflowConfig
+
+    return RegionflowConfig.from_airflow()
+
+
+@_one_line_errors
+def status(args: argparse.Namespace) -> str:
+    """``airflow regionflow status [DAG_ID RUN_ID]``: `regionflow status` for ``[regionflow] store_url``
+    and ``hosts``."""
+    from .status_cli import status_output
+
+    config = _config()
+    return status_output(config.store_url, config.cluster, args.dag_id, args.run_id, args.format)
+
+
+@_one_line_errors
+def hosts(args: argparse.Namespace) -> str:
+    """``airflow regionflow hosts``: the hosts of ``[regionflow] hosts``, one per line."""
+    from .status_cli import hosts_output
+
+    return hosts_output(_config().cluster, args.format)
+
+
+@_one_line_errors
+def plan(args: argparse.Namespace) -> str:
+    """``airflow regionflow plan DAG_ID``: the plan of the DAG's regionflow job, as `regionflow plan` prints it."""
+    from .cli import mode_option, plan_output
+
+    _config()  # a bad [regionflow] option is named here, not as the DAG file's import error
+    mode = mode_option(args.mode)
+    return plan_output(dag_job(args.dag_id), mode, args.format, inputs=args.inputs)
+
+
+def dag_job(dag_id: str) -> JobGraph:
+    """The job that ``regionflow.transform(dag)`` built for DAG `dag_id`, parsing the DAG's file: the one
+    the metadata database knows for it (any bundle), else the DAGs folder. A DAG that is not there, does
+    not import or is not transformed by regionflow raises `SpecError` saying which and what fixes it."""
+    from airflow import settings
+    from airflow.models import DagBag
+
+    from .core.graph import REGISTERED_JOBS
+
+    known = _dag_file_in_db(dag_id)
+    for where in ([known] if known else []) + [settings.DAGS_FOLDER]:  # the file, else the folder (it moved)
+        bag = DagBag(dag_folder=where, load_op_links=False)
+        dag = bag.dags.get(dag_id)
+        if dag is not None:
+            break
+    if dag is None:
+        raise SpecError(_not_found(dag_id, where, bag.import_errors))
+    graph = REGISTERED_JOBS.get(dag_id)
+    if graph is None:
+        raise SpecError(f"DAG {dag_id!r} ({dag.fileloc}) is not a regionflow DAG: its file does not call "
+                        f"regionflow.transform(dag); declare its Spark work as SparkVertexOperators and call "
+                        f"regionflow.transform(dag) after them")
+    return graph
+
+
+def _dag_file_in_db(dag_id: str) -> str | None:
+    """The DAG's file as the metadata database knows it (parsed by the dag-processor), if it exists here."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from airflow.models import DagModel
+
+    try:
+        model = DagModel.get_current(dag_id)
+    except SQLAlchemyError:  # no metadata database (yet): the DAGs folder is all there is
+        return None
+    fileloc = getattr(model, "fileloc", None) if model is not None else None
+    return fileloc if fileloc and os.path.exists(fileloc) else None
+
+
+def _not_found(dag_id: str, where: str, import_errors: dict[str, str]) -> str:
+    if import_errors:
+        path, error = sorted(import_errors.items())[0]
+        last = [line.strip() for line in str(error).splitlines() if line.strip()]
+        more = f" (and {len(import_errors) - 1} more file(s))" if len(import_errors) > 1 else ""
+        return (f"DAG {dag_id!r} was not found in {where}; {path} failed to import{more}: "
+                f"{last[-1] if last else 'no message'}; fix that file (see `airflow dags list-import-errors`) "
+                f"or check the DAG id")
+    return (f"DAG {dag_id!r} was not found in {where}; check the DAG id (`airflow dags list`) and "
+            f"[core] dags_folder")
+
+
+__all__ = ["dag_job", "hosts", "plan", "status"]
