@@ -11,7 +11,7 @@ import os
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, cast
 
 from .errors import JobGraphError, RegionflowError, SpecError
 from .resources import UNKNOWN, ResourceProfile
@@ -394,6 +394,9 @@ def load_dag_file_job(path: str, name: str | None = None) -> JobGraph:
     module_name = "regionflow_dagfile_" + hashlib.sha1(absolute.encode()).hexdigest()[:12]
     if module_name not in sys.modules:
         spec = importlib.util.spec_from_file_location(module_name, absolute)
+        if spec is None or spec.loader is None:
+            # no loader for the file's suffix: the AttributeError that module_from_spec(None) raised
+            raise AttributeError(f"no module loader for DAG file {path!r}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         _IMPORTING.append([])
@@ -407,7 +410,7 @@ def load_dag_file_job(path: str, name: str | None = None) -> JobGraph:
             raise SpecError(f"importing DAG file {path!r} failed: {type(error).__name__}: {error}") from error
         finally:
             registered = _IMPORTING.pop()
-        module.__regionflow_jobs__ = sorted(set(registered))
+        cast(Any, module).__regionflow_jobs__ = sorted(set(registered))  # our own attribute on the module
     found = sys.modules[module_name].__regionflow_jobs__
     if name is None:
         if len(found) != 1:

@@ -76,7 +76,7 @@ class RegionSet:
         for consumer in consumers:
             entry = (group, consumer in producer_set)
             region = regions[consumer]
-            if region.consumed:
+            if isinstance(region.consumed, list):  # () until the first entry, then a (non-empty) list
                 region.consumed.append(entry)
             else:
                 region.consumed = [entry]
@@ -189,7 +189,7 @@ def _whole_region(topology, vertices, root, region_of, member_lists, region_logi
         lo, hi = topology.offsets[vertex], topology.offsets[vertex + 1]
         region_of[lo:hi] = [index] * (hi - lo)
     if ordered[-1] - ordered[0] == len(ordered) - 1:  # consecutive vertices: their ids form one range
-        members = range(topology.offsets[ordered[0]], topology.offsets[ordered[-1] + 1])
+        members: range | list[int] = range(topology.offsets[ordered[0]], topology.offsets[ordered[-1] + 1])
     else:
         members = [s for vertex in ordered for s in range(topology.offsets[vertex], topology.offsets[vertex + 1])]
     member_lists.append(members)

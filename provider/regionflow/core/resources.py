@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from .errors import ResourceError
 
@@ -134,8 +134,9 @@ class ResourceProfile:
     def from_dict(cls, data: Mapping[str, float] | None) -> "ResourceProfile":
         if not data or data.get("unknown"):
             return UNKNOWN
-        scalars = {f: data[f] for f in _SCALAR_FIELDS if f in data}
-        extended = {k: v for k, v in data.items() if k not in _SCALAR_FIELDS}
+        # Any: of() takes ints for the MiB fields and floats for the rest; all are checked to be numbers below
+        scalars: dict[str, Any] = {f: data[f] for f in _SCALAR_FIELDS if f in data}
+        extended: dict[str, Any] = {k: v for k, v in data.items() if k not in _SCALAR_FIELDS}
         for name, value in list(scalars.items()) + list(extended.items()):
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ResourceError(f"resource '{name}' must be a number, got {value!r}")

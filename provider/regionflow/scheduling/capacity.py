@@ -30,7 +30,7 @@ class SlotRef(NamedTuple):
     """One slot: the host's name and the slot's index on that host (0-based)."""
 
     host: str
-    index: int
+    index: int  # type: ignore[assignment]  # a field named index shadows tuple.index; a rename would break callers
 
 
 Placement = tuple[int, int, int]  # (demand item, host index, slot count)
@@ -261,7 +261,7 @@ class Demand:
         offers = table.class_offer
         self.fits = tuple(tuple(c for c in order if p.fits_in(offers[c])) for p in self.profiles)
         self.common = tuple(c for c in self.fits[0] if all(c in fit for fit in self.fits[1:]))
-        needs = {}
+        needs: dict[int, int] = {}
         for count, fit in zip(self.counts, self.fits):
             for klass in fit:
                 needs[klass] = needs.get(klass, 0) + count

@@ -235,7 +235,7 @@ class NaivePool:
         for bulk in self._pending:
             plan = self._plan(bulk, budget)
             hosts = self._hosts_for(bulk, plan) if plan is not None else None
-            if hosts is None:
+            if plan is None or hosts is None:
                 still_waiting.append(bulk)
                 for fit, count in self._needs[bulk.bulk_id]:
                     for klass in fit:

@@ -170,7 +170,7 @@ class _Simulation:
         completed = not self.failure and all(s.done for s in self.schedulers)
         reason = self.failure or ("" if completed else stuck_reason())
         ends = [run.end for run in self.runs.values() if run.end is not None]
-        job_ends = {}
+        job_ends: dict[str, float] = {}
         for (job, _), run in self.runs.items():
             if run.end is not None:
                 job_ends[self.job_names[job]] = max(job_ends.get(self.job_names[job], 0.0), run.end)

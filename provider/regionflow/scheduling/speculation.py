@@ -349,14 +349,14 @@ class _Judge:
     def threshold_s_for(self, attempt: AttemptView) -> float:
         if self.median_s_per_byte is None:
             return self.time_threshold_s
-        scaled = self.config.multiplier * self.median_s_per_byte * attempt.input_bytes
+        scaled = self.config.multiplier * self.median_s_per_byte * _input_bytes(attempt)
         return max(scaled, self.config.min_runtime)
 
     def is_slow(self, attempt: AttemptView, now: float) -> bool:
         elapsed = attempt.elapsed_s(now)
         if self.median_s_per_byte is None:
             return elapsed >= self.time_threshold_s
-        rate = elapsed / attempt.input_bytes
+        rate = elapsed / _input_bytes(attempt)
         return elapsed >= self.config.min_runtime and rate >= self.config.multiplier * self.median_s_per_byte
 
     def reason(self, attempt: AttemptView, now: float) -> str:
@@ -366,8 +366,23 @@ class _Judge:
             return (f"running {elapsed:.1f} s on {attempt.host}; threshold {self.time_threshold_s:.1f} s = "
                     f"max({cfg.multiplier:g} x median {self.median_s:.1f} s, min_runtime {cfg.min_runtime:g} s)")
         return (f"running {elapsed:.1f} s on {attempt.host} for {attempt.input_bytes} input bytes: "
-                f"{elapsed / attempt.input_bytes:.3g} s/B >= {cfg.multiplier:g} x median "
+                f"{elapsed / _input_bytes(attempt):.3g} s/B >= {cfg.multiplier:g} x median "
                 f"{self.median_s_per_byte:.3g} s/B, and >= min_runtime {cfg.min_runtime:g} s")
+
+
+def _input_bytes(attempt: AttemptView) -> int:
+    """An attempt's input bytes on the input-bytes basis, which is chosen only when every attempt
+    involved has them (_weighted_basis); None there is the TypeError that arithmetic on it raises."""
+    if attempt.input_bytes is None:
+        raise TypeError(f"attempt {attempt.attempt_id!r} has no input_bytes on the input-bytes basis")
+    return attempt.input_bytes
+
+
+def _winner_duration_s(winner: AttemptView) -> float:
+    """A winner succeeded, and a succeeded attempt has ended_at (AttemptView.__post_init__)."""
+    duration = winner.duration_s
+    assert duration is not None
+    return duration
 
 
 def _weighted_basis(config: SpeculationConfig, winners: Sequence[AttemptView],
@@ -406,16 +421,18 @@ def detect(shards: Sequence[ShardView], now: float, config: SpeculationConfig = 
     live = {view.shard: view.live for view in unfinished if view.live}
     total, finished = len(shards), len(finished_winners)
     min_finished = min_finished_shards(config.quantile, total)
-    median_s = statistics.median(w.duration_s for w in finished_winners) if finished_winners else None
+    median_s = statistics.median(_winner_duration_s(w) for w in finished_winners) if finished_winners else None
     live_hosts = {shard: frozenset(a.host for a in attempts) for shard, attempts in live.items()}
     ready = total > 0 and finished >= min_finished
     weighted = _weighted_basis(config, finished_winners, (a for group in live.values() for a in group))
-    common = dict(finished=finished, total=total, min_finished=min_finished, median_s=median_s,
-                  basis="input_bytes" if weighted else "time", live_hosts=live_hosts)
+    common: dict[str, Any] = dict(finished=finished, total=total, min_finished=min_finished, median_s=median_s,
+                                  basis="input_bytes" if weighted else "time", live_hosts=live_hosts)
     if not ready:
         return Decision(ready=False, threshold_s=None, median_s_per_byte=None, threshold_s_per_byte=None,
                         slow=(), **common)
-    median_rate = statistics.median(w.duration_s / w.input_bytes for w in finished_winners) if weighted else None
+    median_rate = (statistics.median(_winner_duration_s(w) / _input_bytes(w) for w in finished_winners)
+                   if weighted else None)
+    assert median_s is not None  # ready: finished >= min_finished >= 1, so there are finished winners
     judge = _Judge(config, median_s, median_rate)
     slow = _slow_attempts(live, judge, now, config.max_attempts)
     return Decision(ready=True, threshold_s=None if weighted else judge.time_threshold_s,

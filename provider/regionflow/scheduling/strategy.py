@@ -79,7 +79,7 @@ class RegionScheduler:
     def _wire_region_units(self, region_set) -> None:
         self.group_producers = region_set.group_producers
         self.group_consumers = region_set.group_consumers
-        self.consumed: list[Sequence[tuple[int, bool]]] = [region.consumed for region in region_set.regions]
+        self.consumed: Sequence[Sequence[tuple[int, bool]]] = [region.consumed for region in region_set.regions]
         self.internal_groups: dict[int, list[int]] = {}
         for group, region in region_set.internal_groups.items():
             self.internal_groups.setdefault(region, []).append(group)
@@ -96,7 +96,8 @@ class RegionScheduler:
         if missing:
             raise SchedulingError(f"regions {missing[:10]} are in no unit; units must cover every region")
         self.group_producers, self.group_consumers = {}, {}
-        self.consumed = [[] for _ in self.units]
+        consumed: list[list[tuple[int, bool]]] = [[] for _ in self.units]
+        self.consumed = consumed
         self.internal_groups = {}
         groups = set(region_set.group_producers) | set(region_set.internal_groups)
         for group in sorted(groups):
@@ -109,7 +110,7 @@ class RegionScheduler:
                 continue
             producer_set = set(producers)
             for consumer in consumers:
-                self.consumed[consumer].append((group, consumer in producer_set))
+                consumed[consumer].append((group, consumer in producer_set))
             self.group_producers[group] = producers
             self.group_consumers[group] = consumers
 
@@ -255,7 +256,7 @@ def _distinct_units(unit_of: list[int], regions: Iterable[int]) -> list[int]:
     return list(dict.fromkeys(unit_of[r] for r in regions))
 
 
-def _self_consumers(consumed: list[Sequence[tuple[int, bool]]]) -> dict[int, set[int]]:
+def _self_consumers(consumed: Sequence[Sequence[tuple[int, bool]]]) -> dict[int, set[int]]:
     result: dict[int, set[int]] = {}
     for unit, entries in enumerate(consumed):
         for group, also_produces in entries:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
 
 from sqlalchemy import Select, delete, func, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
@@ -48,6 +48,9 @@ from .records import (
     bulk_id_for,
     job_id_for,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy import CursorResult  # what session.execute() returns for a DELETE (typed as Result)
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -400,7 +403,8 @@ class RegionflowStore:
     def unblock(self, job_id: str, host: str) -> bool:
         """Lift an entry before it expires; True when there was one."""
         with self._write() as session:
-            result = session.execute(delete(BlockEntry).where(BlockEntry.job_id == job_id, BlockEntry.host == host))
+            result = cast("CursorResult[Any]", session.execute(
+                delete(BlockEntry).where(BlockEntry.job_id == job_id, BlockEntry.host == host)))
             return result.rowcount > 0
 
     @retry_when_locked
@@ -417,7 +421,9 @@ class RegionflowStore:
         """Delete entries expired at `now`; returns how many."""
         moment = self._clock() if now is None else now
         with self._write() as session:
-            return session.execute(delete(BlockEntry).where(BlockEntry.expires_at <= moment)).rowcount
+            result = cast("CursorResult[Any]", session.execute(
+                delete(BlockEntry).where(BlockEntry.expires_at <= moment)))
+            return result.rowcount
 
     # ----------------------------------------------------------------------------- metrics
 
