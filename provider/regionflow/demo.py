@@ -65,8 +65,8 @@ def print_task_instances(task_instances: list[dict]) -> None:
         seconds = f"{(end - start).total_seconds():.1f}" if start and end else "-"
         print(f"{ti['task_id']:<28} {max(ti['map_index'], 0):>5} {ti['state'] or '-':<10} "
               f"{start.strftime('%H:%M:%S') if start else '-':<12} {seconds:>8}")
-    starts = [_parse(ti.get("start_date")) for ti in task_instances if ti.get("start_date")]
-    ends = [_parse(ti.get("end_date")) for ti in task_instances if ti.get("end_date")]
+    starts = [started for ti in task_instances if (started := _parse(ti.get("start_date")))]
+    ends = [ended for ti in task_instances if (ended := _parse(ti.get("end_date")))]
     if starts and ends:
         print(f"region tasks, first start to last end: {(max(ends) - min(starts)).total_seconds():.1f} s")
 

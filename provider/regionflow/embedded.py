@@ -478,7 +478,8 @@ class EmbeddedAirflow:
         """Stop one running component (SIGTERM, then SIGKILL after 15 s) and start it again with `env`
         added to its environment, e.g. ``{"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}`` for the
         scheduler; returns once the stack is healthy again."""
-        [old] = [c for c in self._running if c.name == component] or [None]
+        matching: list[_Component | None] = [c for c in self._running if c.name == component]
+        [old] = matching or [None]
         if old is None:
             raise EmbeddedAirflowError(f"{component} is not running in the embedded Airflow in {self.home}")
         _signal_group(old.process.pid, signal.SIGTERM)

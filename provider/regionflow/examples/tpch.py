@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from typing import Any, Callable
 
 from ..core.errors import RegionflowError
 from ..core.graph import JobGraph
@@ -369,7 +370,9 @@ def q18_result(spark, inputs, ctx):
 
 # per query: vertices (name, function, parallelism or None for the job's) and edges (src, dst, keys or
 # a distribution name); the last vertex is the sink
-_JOBS = {
+_Vertices = list[tuple[str, Callable[..., Any], "int | None"]]
+_Edges = list[tuple[str, str, "tuple[str, ...] | str"]]
+_JOBS: dict[int, tuple[_Vertices, _Edges]] = {
     1: ([("lineitem", q1_lineitem, None), ("aggregate", q1_aggregate, None), (SINK_VERTEX, q1_result, 1)],
         [("lineitem", "aggregate", ("l_returnflag", "l_linestatus")), ("aggregate", SINK_VERTEX, "rebalance")]),
     3: ([("customer", q3_customer, None), ("orders", q3_orders, None), ("lineitem", q3_lineitem, None),

@@ -15,7 +15,7 @@ import importlib.util
 import os
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable, cast
 
 from airflow.sdk import BaseOperator
 
@@ -24,7 +24,7 @@ from ..core.errors import RegionflowError
 from ..core.graph import REGISTERED_JOBS, JobGraph, load_dag_file_job
 from ..core.plan import Plan
 from ..scheduling.hosts import Host
-from ..spark.descriptors import DescriptorCache
+from ..spark.descriptors import DescriptorCache, PartitionLocation
 from ..spark.program import resolve_sink_path
 from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_component
 from ..core.attempts import AttemptState
@@ -221,7 +221,9 @@ class PreparedUnit:
             committed = partitions.committed(layout.keys[producer_unit])
             return committed.manifest.get("host", "") if committed else ""
 
-        return {str(g): descriptors.ref_for(g, lambda g=g: layout.locations(g, partitions, host_of))
+        # the cast only types the lambda: mypy cannot infer one with a default argument (g=g) from its context
+        return {str(g): descriptors.ref_for(g, cast("Callable[[], list[PartitionLocation]]",
+                                                    lambda g=g: layout.locations(g, partitions, host_of)))
                 for g, _ in scheduler.consumed[self.unit]}
 
     def claim_sinks(self) -> None:

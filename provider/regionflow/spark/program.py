@@ -104,6 +104,7 @@ def run_unit(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
         _log(f"attempt {task.attempt_id} lost the commit of {task.unit_name} to attempt {result.winner}; discarded")
         return manifest
     winner = store.committed(task.unit_key)
+    assert winner is not None  # this attempt's commit won just now, and a committed unit stays committed
     _publish_sinks(spark, plan, task, winner.path, winner.manifest)
     _log(f"attempt {task.attempt_id} committed {task.unit_name}")
     return manifest

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
@@ -27,7 +27,7 @@ from ..core.attempts import AttemptState
 from .attempt import Attempt, AttemptOutcome, Backend, result_reason
 from .backends import SessionBackend, SubmitBackend
 from .connect import SessionServers
-from .descriptors import DescriptorCache
+from .descriptors import DescriptorCache, PartitionLocation
 from .program import resolve_sink_path
 from .session_backend import apply_session_conf
 from .store import PartitionStore, SinkCommitter, local_path
@@ -296,7 +296,10 @@ class LocalRunner:
 
     def _input_descriptors(self, unit: int) -> dict[str, dict[str, Any]]:
         host_of = lambda producer_unit: self.unit_host.get(producer_unit, "")  # noqa: E731
-        return {str(g): self.descriptors.ref_for(g, lambda g=g: self.layout.locations(g, self.store, host_of))
+        # the cast only types the lambda: mypy cannot infer one with a default argument (g=g) from its context
+        return {str(g): self.descriptors.ref_for(
+                    g, cast("Callable[[], list[PartitionLocation]]",
+                            lambda g=g: self.layout.locations(g, self.store, host_of)))
                 for g, _ in self.scheduler.consumed[unit]}
 
     def _release(self, groups: list[int]) -> None:

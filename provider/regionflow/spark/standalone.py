@@ -293,7 +293,7 @@ def listening_sockets(pids: Iterable[int]) -> list[ListeningSocket]:
 
 
 def _socket_inodes(pid: int) -> set[int]:
-    inodes = set()
+    inodes: set[int] = set()
     fd_dir = f"/proc/{pid}/fd"
     try:
         names = os.listdir(fd_dir)
@@ -311,7 +311,7 @@ def _socket_inodes(pid: int) -> set[int]:
 
 def _listening_entries(table: str, is_v6: bool) -> list[tuple[str, int, int]]:
     listen_state = "0A"
-    entries = []
+    entries: list[tuple[str, int, int]] = []
     try:
         with open(table, encoding="ascii") as handle:
             rows = handle.readlines()[1:]

@@ -287,7 +287,7 @@ def _remove_tree(target: str) -> None:
 
 _RENAME_NOREPLACE = 1
 _AT_FDCWD = -100
-_renameat2 = None
+_renameat2: Any = None  # libc's renameat2 (a ctypes function), False where libc lacks it; None until looked up
 
 
 def _rename_noreplace(source: str, target: str) -> bool | None:
