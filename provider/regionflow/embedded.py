@@ -378,17 +378,32 @@ class EmbeddedAirflow:
         if self.session_servers is not None:
             self.session_servers.stop()
         if self._running or self._tagged_pids():
+            # Every process seen as the stack's, by pid and start time: one whose parent dies first is
+            # reparented and, without the tag in its environment, no longer found by pids(); it is still
+            # the stack's and killed at the end.
+            seen: dict[int, str] = {}
             for index, stage in enumerate(_STOP_STAGES):
+                self._remember(seen)
                 later = {name for names in _STOP_STAGES[index + 1:] for name in names}
                 self._terminate_stage(stage, later, grace_seconds)
-            if self.pids():
-                _signal_pids(self.pids(), signal.SIGKILL)
-                _wait_until(lambda: not self.pids(), 10.0)
+
+            def left() -> list[int]:
+                return sorted(set(self.pids()) | {pid for pid, start in seen.items() if _start_ticks(pid) == start})
+
+            if left():
+                _signal_pids(left(), signal.SIGKILL)
+                _wait_until(lambda: not left(), 10.0)
         for component in self._running:
             _reap(component.process)
         if self._running:
             self.timings["stop_s"] = round(time.monotonic() - started, 2)
         self._running = []
+
+    def _remember(self, seen: dict[int, str]) -> None:
+        for pid in self.pids():
+            start = _start_ticks(pid)
+            if start is not None:
+                seen.setdefault(pid, start)
 
     def _terminate_stage(self, stage: tuple[str, ...], later: set[str], grace_seconds: float) -> None:
         """SIGTERM `stage`: its components' groups and every other process of the stack outside the
@@ -820,6 +835,20 @@ def _process_table(tag: str) -> dict[int, _ProcessInfo]:
             continue
         table[pid] = _ProcessInfo(pid, parent, group, tagged)
     return table
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When process `pid` started (clock ticks after boot, from /proc), or None once it has exited
+    (gone, or a zombie): with the pid it names one process, even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
 
 
 def _descendants(table: Mapping[int, _ProcessInfo], roots: set[int]) -> set[int]:

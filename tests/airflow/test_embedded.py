@@ -197,7 +197,7 @@ def test_only_loopback_listeners_and_stop_leaves_no_process(stack: EmbeddedAirfl
 
     assert stack.pids() == []
     survivors = [pid for pid, start in started.items() if start is not None and _start_time(pid) == start]
-    assert not survivors, f"processes of the stack left after stop(): {survivors}"
+    assert not survivors, f"processes of the stack left after stop(): {[_describe(pid) for pid in survivors]}"
     api_title = f"airflow api_server -- host:127.0.0.1 port:{stack.api_url.rsplit(':', 1)[1]}"
     assert not _pgrep(api_title) and not _pgrep(SLEEP_COMMAND)
 
@@ -270,6 +270,18 @@ def _is_loopback(address: str) -> bool:
 def _pgrep(pattern: str) -> list[int]:
     output = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
     return [int(pid) for pid in output.split() if int(pid) != os.getpid()]
+
+
+def _describe(pid: int) -> str:
+    """pid, state and command line of a live process (for a failure message)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError as error:
+        return f"{pid} ({error})"
+    return f"{pid} [{state}] {command[:200]}"
 
 
 def _start_time(pid: int) -> str | None:
