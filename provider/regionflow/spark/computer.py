@@ -146,7 +146,7 @@ class UnitComputer:
         """Raise a VertexFailure naming the vertex, the edge and the column when the part's output
         lacks a HASH key of one of its edges. `failing`: the unit already failed; a frame Spark
         cannot even analyse is left to that failure."""
-        edges = [e for e in self.topology.out_edges[part.index] if missing_keys(e, [])]
+        edges = [e for e in self.topology.out_edges[part.index] if e.edge.distribution is Distribution.HASH]
         if not edges and not part.writes:
             return
         try:
