@@ -43,6 +43,7 @@ TEST_REQUIRES = TPCH_REQUIRES + [
     "pytest-timeout>=2.3,<3",
     "hypothesis>=6.100,<7",
     "statsd>=4,<5",  # Airflow's StatsD client: the pool-metrics test reads real StatsD packets
+    "selenium>=4.20,<5",  # the UI plugin's browser tests drive Debian's chromium through its chromedriver
     # tests/test_lint.py: pinned, as a new release may bring new checks (mypy's settings are in setup.cfg)
     "ruff==0.17.6",
     "mypy==2.4.1",

@@ -140,12 +140,15 @@ class EmbeddedAirflow:
         components: Sequence[str] = DEFAULT_COMPONENTS,
         plugins_folder: str | None = None,
         env: Mapping[str, str] | None = None,
+        setup_commands: Sequence[Sequence[str]] = (),
     ) -> None:
         """`home`: the Airflow home (created); `dags_folder`: the DAG bundle's folder; `executor`:
         ``[core] executor``; `regionflow_options`: the ``[regionflow]`` section, passed through as
         given; `extra_config`: ``{section: {key: value}}`` written last, over every default here;
         `components`: which Airflow components run (the api-server always); `plugins_folder`:
-        default ``<home>/plugins``; `env`: extra environment for every component (e.g. Spark's).
+        default ``<home>/plugins``; `env`: extra environment for every component (e.g. Spark's);
+        `setup_commands`: ``airflow`` commands (argv after ``airflow``) run in order after ``db
+        migrate`` and before the components start (``["teams", "create", "ops"]``).
         """
         _check_components(components)
         self.home = os.path.abspath(home)
@@ -157,6 +160,7 @@ class EmbeddedAirflow:
         self.components = tuple(components)
         self.plugins_folder = os.path.abspath(plugins_folder or os.path.join(self.home, "plugins"))
         self.extra_env = dict(env or {})
+        self.setup_commands = [list(command) for command in setup_commands]
         self.timings: dict[str, float] = {}
         self._stack_tag = uuid.uuid4().hex
         self._port: int | None = None
@@ -353,6 +357,9 @@ class EmbeddedAirflow:
         self.write_config()
         try:
             self.timings["db_migrate_s"] = self._migrate(deadline - time.monotonic())
+            _use_wal(self.database_path)
+            for command in self.setup_commands:
+                self._airflow_command(command, deadline - time.monotonic())
             started = time.monotonic()
             atexit.register(self.stop)
             for component in self.components:
@@ -460,12 +467,18 @@ class EmbeddedAirflow:
 
     def _migrate(self, timeout: float) -> float:
         """Run ``airflow db migrate``; return how long it took in seconds."""
-        log_path = self.log_path("db-migrate")
+        return self._airflow_command(["db", "migrate"], timeout)
+
+    def _airflow_command(self, argv: Sequence[str], timeout: float) -> float:
+        """Run ``airflow <argv>`` with the stack's config; return how long it took in seconds.
+        `ComponentFailed` (with the end of its log) when it fails or runs over `timeout`."""
+        name = "-".join(["airflow", *argv[:2]]) if list(argv[:2]) != ["db", "migrate"] else "db-migrate"
+        log_path = self.log_path(name)
         started = time.monotonic()
         with open(log_path, "ab") as log_file:
             try:
                 code: int | None = subprocess.run(
-                    [sys.executable, "-m", "airflow", "db", "migrate"], stdin=subprocess.DEVNULL,
+                    [sys.executable, "-m", "airflow", *argv], stdin=subprocess.DEVNULL,
                     stdout=log_file, stderr=subprocess.STDOUT, env=self.child_env(), cwd=self.home,
                     timeout=max(timeout, 1.0), start_new_session=True,
                 ).returncode
@@ -473,11 +486,9 @@ class EmbeddedAirflow:
                 code = None
         if code != 0:
             outcome = f"exited with code {code}" if code is not None else f"ran over the {timeout:.0f} s left"
-            raise ComponentFailed(
-                "db-migrate", log_path,
-                f"airflow db migrate {outcome}; its log ({log_path}) ends with:\n{_tail(log_path)}",
-            )
-        _use_wal(self.database_path)
+            command = " ".join(["airflow", *argv])
+            raise ComponentFailed(name, log_path, f"{command} {outcome}; its log ({log_path}) ends with:\n"
+                                                  f"{_tail(log_path)}")
         return round(time.monotonic() - started, 2)
 
     def _start_session_servers(self, timeout: float) -> None:

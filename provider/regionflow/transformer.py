@@ -5,8 +5,11 @@ etc., plain ``>>`` as FORWARD or RESCALE), plans it (invalid graphs raise here, 
 import errors), and rewrites the DAG: the vertex operators go, and each logical region becomes one
 `RegionOperator` task named after its vertices, mapped over its shards when it has more than one.
 Blocking edges between logical regions become Airflow dependencies; tasks the user linked to a
-vertex are linked to its region task. Each region task carries its slot request in
-``executor_config["regionflow"]`` for the RegionExecutor's FIFO bulk pool.
+vertex are linked to its region task. Each region task carries its slot requests in
+``executor_config["regionflow"]`` for the RegionExecutor's FIFO bulk pool, through the typed, versioned
+`regionflow.contract` (`RegionSlots`); the task of the first logical region also carries the plan's
+reference (the job spec, without functions, and the mode), which the UI plugin reads from the
+serialized DAG (the api-server parses no DAG file).
 
 With ``speculation`` on (per DAG here, per vertex with ``SparkVertexOperator(speculation=...)``), every
 eligible mapped region task gets a `SpeculationSensor` task ``<region task id>__speculation`` with the
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .config import RegionflowConfig
+from .contract import NoSlots, RegionSlots, from_executor_config, to_executor_config
 from .core.errors import JobGraphError
 from .core.graph import Distribution, JobGraph, register_job
 from .core.modes import ExchangeMode
@@ -29,8 +33,6 @@ from .operators.vertex import SparkVertexOperator
 from .scheduling.speculation import SpeculationConfig, SpeculationPolicy, parse_switch
 from .sensors.speculation import SpeculationSensor, speculation_task_id
 from .spark.unit import UnitLayout
-
-EXECUTOR_CONFIG_KEY = "regionflow"
 
 
 @dataclass
@@ -110,12 +112,15 @@ def _speculation_tasks(dag, plan: Plan, layout: UnitLayout, region_tasks: dict[i
         if not policy.enabled:
             continue
         region_task = region_tasks[logical.index]
-        settings = region_task.partial_kwargs["executor_config"][EXECUTOR_CONFIG_KEY]
+        slots = from_executor_config(region_task.partial_kwargs["executor_config"],
+                                     f"{dag.dag_id}.{region_task.task_id}")
+        assert isinstance(slots, RegionSlots)  # written by _region_task just above
         arguments = dict(task_id=speculation_task_id(region_task.task_id), dag=dag,
                          region_task_id=region_task.task_id, total_shards=len(units), mode=plan.mode.value,
-                         logical=logical.index, max_shards=shards_limit, shard_requests=settings["requests"],
-                         shard_labels=settings["labels"], speculation=spec_config,
-                         executor_config={EXECUTOR_CONFIG_KEY: {"no_slots": True}})
+                         logical=logical.index, max_shards=shards_limit,
+                         shard_requests=[[p.to_dict() for p in shard] for shard in slots.requests],
+                         shard_labels=list(slots.labels), speculation=spec_config,
+                         executor_config=to_executor_config(NoSlots()))
         if executor:
             arguments["executor"] = executor
         sensor = SpeculationSensor(**arguments)
@@ -141,20 +146,15 @@ def job_graph_of(dag_id: str, vertices: list[SparkVertexOperator], mode: Exchang
     return graph.validate()
 
 
-def region_task_id(plan: Plan, logical: int) -> str:
-    names = plan.topology.vertex_names
-    return "__".join(names[v] for v in plan.region_set.logical[logical].vertices)
-
-
 def _region_task(dag, plan: Plan, layout: UnitLayout, logical: int, config: RegionflowConfig, shards_limit: int,
                  executor: str | None):
     units = layout.units_of_logical(logical)
     width = config.largest_host_slots
-    executor_config = {EXECUTOR_CONFIG_KEY: {
-        "requests": [[p.to_dict() for p in layout.requests(u, layout.width(u, width))] for u in units],
-        "labels": [layout.names[u] for u in units],
-    }}
-    arguments = dict(task_id=region_task_id(plan, logical), dag=dag, mode=plan.mode.value, logical=logical,
+    slots = RegionSlots(requests=tuple(tuple(layout.requests(u, layout.width(u, width))) for u in units),
+                        labels=tuple(layout.names[u] for u in units),
+                        plan=plan.reference if logical == 0 else None)  # once per DAG, for the UI's plan page
+    executor_config = to_executor_config(slots)
+    arguments = dict(task_id=plan.region_task_id(logical), dag=dag, mode=plan.mode.value, logical=logical,
                      max_shards=shards_limit, executor_config=executor_config,
                      weight_rule="absolute", priority_weight=1)
     if executor:

@@ -113,6 +113,8 @@ def test_the_copy_of_the_slow_hosts_shard_wins(tmp_path, orders_reference):
         assert (figures["rows"], figures["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
         files = sorted(name for name in os.listdir(figures["path"]) if not name.startswith(("_", ".")))
         assert files == [f"part-{subtask:05d}.parquet" for subtask in range(4)], files
+        # the UI plugin's attempts page, in a browser, shows the copy that won and the state of every copy
+        attempts_page_shows(airflow, run_id, {a.attempt_id for a in won}, {c.request_id: c.state.value for c in copies})
         # the blocklist entry of the slow host expires
         job = job_id_for(DAG_ID, run_id)
         assert any(c.excluded_hosts and slow in c.excluded_hosts for c in copies)
@@ -125,3 +127,27 @@ def test_the_copy_of_the_slow_hosts_shard_wins(tmp_path, orders_reference):
         if slow_host is not None:
             slow_host.stop()
         airflow.stop()
+
+
+def attempts_page_shows(airflow: EmbeddedAirflow, run_id: str, winners: set[str], copies: dict[int, str]) -> None:
+    """Logs in to the stack's Airflow UI with headless Chromium and checks the plugin's attempts page of
+    the speculated task: each winning copy is marked speculative and winner, each copy request shows
+    its state (won, lost, cancelled, failed). Saves the page as ``build/screenshots/attempts.png``."""
+    from urllib.parse import quote
+
+    from browser import log_in, screenshot, script_errors, start_browser, table_rows, wait_for
+
+    browser = start_browser()
+    try:
+        log_in(browser, airflow.api_url, "admin", airflow.admin_password())
+        browser.get(f"{airflow.api_url}/regionflow/attempts?dag_id={DAG_ID}&run_id={quote(run_id)}"
+                    f"&task_id={SPECULATED_TASK}")
+        rows = wait_for(lambda: table_rows(browser, "attempts"), 60, "the attempts table")
+        shown_winners = {row[2] for row in rows if row[8] == "speculative" and row[9] == "winner"}
+        assert shown_winners == winners, rows
+        shown_copies = wait_for(lambda: table_rows(browser, "copies"), 30, "the copies table")
+        assert {int(row[2]): row[3] for row in shown_copies} == copies, shown_copies
+        assert script_errors(browser) == []
+        screenshot(browser, "attempts")
+    finally:
+        browser.quit()

@@ -107,3 +107,17 @@ def test_restart_rebuilds_the_ledger_so_no_slot_is_granted_twice(settings, monke
     restarted._adopted_checked = 0.0
     restarted._check_adopted()
     assert [w.ti.task_id for w in restarted.activity_queue] == ["next"]
+
+
+def test_a_task_from_another_contract_version_fails_with_the_fix_and_others_go_on(settings, monkeypatch):
+    ex = executor(monkeypatch)
+    future = workload(slots=1, task_id="future")
+    future.ti.executor_config["regionflow"]["version"] = 99
+    fine = workload(slots=1, task_id="fine")
+    queue(ex, future, fine)  # no exception reaches the scheduler loop
+    assert [w.ti.task_id for w in ex.activity_queue] == ["fine"]
+    state, info = ex.event_buffer[future.key]
+    assert state == TaskInstanceState.FAILED
+    assert "task d.future was serialized by a regionflow whose task contract is version 99" in info
+    assert "airflow dags reserialize" in info and "unexpected" not in info
+    assert "contract is version 99" in (settings / "logs" / "dag_id=d" / "future.log").read_text()

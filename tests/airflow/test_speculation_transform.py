@@ -9,6 +9,7 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
 
 import regionflow
+from regionflow.contract import NoSlots, RegionSlots, from_executor_config
 from regionflow.config import RegionflowConfig
 from regionflow.core.errors import SpecError
 from regionflow.examples import orders as job
@@ -48,7 +49,7 @@ def test_a_sensor_beside_each_mapped_region_with_the_same_upstream(config):
         assert sensor.upstream_task_ids == region.upstream_task_ids
         assert sensor.downstream_task_ids == set()
         assert sensor.mode == "reschedule" and sensor.poke_interval >= MIN_RESCHEDULE_INTERVAL_S
-        assert sensor.executor_config == {"regionflow": {"no_slots": True}}
+        assert from_executor_config(sensor.executor_config, sensor_id) == NoSlots()
         settings = region.partial_kwargs["executor_config"]["regionflow"]
         assert sensor.shard_requests == settings["requests"] and sensor.total_shards == len(settings["requests"])
     assert sensors["totals__speculation"].upstream_task_ids == {"orders__clean__enrich"}
@@ -111,4 +112,10 @@ def test_the_e2e_dag_file_parses_and_serializes_like_the_dag_processor_does(monk
     assert sensors == ["enrich__speculation", "orders__clean__speculation", "totals__speculation"]
     restored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
     task = restored.get_task("totals__speculation")
-    assert task.executor_config == {"regionflow": {"no_slots": True}}
+    assert from_executor_config(task.executor_config, task.task_id) == NoSlots()
+    # the contract of every region task survives serialization; one carries the plan for the UI
+    contracts = {t.task_id: from_executor_config(t.executor_config, t.task_id) for t in restored.tasks
+                 if not isinstance(t, SpeculationSensor) and t.task_id.endswith(("clean", "products", "enrich",
+                                                                                 "totals"))}
+    assert contracts and all(isinstance(c, RegionSlots) for c in contracts.values())
+    assert [task_id for task_id, c in contracts.items() if c.plan] == ["orders__clean"]

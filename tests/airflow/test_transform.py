@@ -292,3 +292,21 @@ def test_a_bad_option_value_says_where_it_was_set(monkeypatch):
     with pytest.raises(RegionflowError, match=r"\[regionflow\] blocklist_expiry = 0.0 must be greater than 0 \(set "
                                               r"by the environment variable AIRFLOW__REGIONFLOW__BLOCKLIST_EXPIRY\)"):
         RegionflowConfig.from_airflow()
+
+
+def test_the_first_region_task_carries_the_plan_for_the_ui(config):
+    from regionflow.core.plan import Plan
+
+    dag, result = example(config)
+    carriers = []
+    for task in dag.tasks:
+        settings = (task.partial_kwargs["executor_config"] if hasattr(task, "partial_kwargs")
+                    else task.executor_config).get("regionflow") or {}
+        if "plan" in settings:
+            carriers.append((task.task_id, settings["plan"]))
+    ((task_id, reference),) = carriers  # once per DAG, not per region
+    assert task_id == result.plan.region_task_id(0)
+    json.dumps(reference)  # it is JSON: it goes into the serialized DAG
+    again = Plan.from_reference(reference)
+    assert again.to_dict() == result.plan.to_dict()
+    assert "fn" in reference["job"]["vertices"][0]  # a reference by name, never the function itself

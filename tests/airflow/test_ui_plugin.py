@@ -1,6 +1,7 @@
 """The UI plugin on a real api-server (embedded stack, RegionExecutor, 2 slots, session backend):
 registered by the package's entry point, behind Airflow's auth, and showing the queue, the reason a
-region waits, and the attempts of a run. (Browser tests with Chromium are not written yet.)"""
+region waits, the plan and the attempts of a run; in JSON, and in headless Chromium (`tests/browser.py`),
+which also saves the screenshots shown in the README. Per-DAG 403s are in test_ui_access.py."""
 from __future__ import annotations
 
 import os
@@ -122,3 +123,106 @@ def test_the_cluster_page_is_html_reading_the_api(stack, client):
     page = client.get("/regionflow/cluster", headers=auth(stack))
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "regionflow: slot pool" in page.text and '"api/cluster"' in page.text
+
+
+def test_the_plan_api_shows_regions_under_any_mode_and_names_bad_input(stack, client):
+    own = client.get("/regionflow/api/dags/ui_region/plan", headers=auth(stack))
+    assert own.status_code == 200, own.text
+    view = own.json()
+    assert (view["mode"], view["preview"]) == ("all-pipelined", False)
+    assert [r["vertices"] for r in view["regions"]] == [["source", "count"]]
+    assert view["regions"][0]["task_id"] == "source__count"  # the task the transform made
+    assert [(e["src"], e["dst"], e["distribution"], e["exchange"], e["declared"]) for e in view["edges"]] == [
+        ("source", "count", "HASH", "pipelined", False)]  # pipelined by the DAG's mode
+    blocking = client.get("/regionflow/api/dags/ui_region/plan?mode=all-blocking", headers=auth(stack)).json()
+    assert blocking["preview"] and blocking["dag_mode"] == "all-pipelined"
+    assert blocking["plan"]["mode"] == "all-blocking" and blocking["edges"][0]["exchange"] == "blocking"
+    assert [r["vertices"] for r in blocking["regions"]] == [["source"], ["count"]]
+    bad = client.get("/regionflow/api/dags/ui_region/plan?mode=fast", headers=auth(stack))
+    assert bad.status_code == 400 and "unknown exchange mode 'fast'" in bad.json()["detail"]
+    assert bad.json()["detail"].startswith("mode: ")
+    unknown = client.get("/regionflow/api/dags/no_such_dag/plan", headers=auth(stack))
+    assert unknown.status_code in (403, 404)  # Airflow may refuse an unknown DAG before regionflow says 404
+    plain = client.get("/regionflow/api/dags/ui_hold/plan", headers=auth(stack))
+    assert plain.status_code == 404 and "DAG 'ui_hold' has no regionflow plan" in plain.json()["detail"]
+    no_run = client.get("/regionflow/api/dags/ui_region/plan?run_id=nope", headers=auth(stack))
+    assert no_run.status_code == 404 and "DAG 'ui_region' has no run 'nope'" in no_run.json()["detail"]
+
+
+def test_in_a_browser_the_pages_show_the_queue_a_blocklisted_host_and_the_plan(stack):
+    """Logs in through Airflow's login page and opens the pages while two runs of ``ui_region`` wait
+    for the slot ``ui_hold`` holds. The blocklist entry is written through the store's ``block()``, the
+    call the speculation sensor makes for a slow host (a real slow host and the copies it causes are in
+    test_e2e_speculation, which opens the attempts page the same way)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from browser import log_in, screenshot, script_errors, start_browser, table_rows, wait_for
+    from regionflow.store import RegionflowStore, job_id_for
+
+    browser = start_browser()
+    try:
+        log_in(browser, stack.api_url, "admin", stack.admin_password())
+        holder = stack.trigger("ui_hold", conf={"seconds": 50})
+        browser.get(f"{stack.api_url}/regionflow/cluster")
+        wait_for(lambda: any(row[2] == "1" for row in table_rows(browser, "hosts")), 120,
+                 "the holder to take one slot")
+        first = stack.trigger("ui_region")
+        wait_for(lambda: len(table_rows(browser, "queue")) == 1, 120, "the first run to wait")
+        second = stack.trigger("ui_region")
+        queue = wait_for(lambda: _two(table_rows(browser, "queue")), 120, "both runs to wait, in order")
+        assert [(row[0], row[2]) for row in queue] == [("1", first), ("2", second)]
+        assert queue[0][7].startswith("not enough free slots: needs 2, 1 free")
+        assert queue[1][7].startswith("behind 1 older request(s)")
+
+        store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+        store.block(job_id_for("ui_region", second), "localhost", time.time() + 30,
+                    reason="slow attempt x of ui_region.source__count[0]")
+        blocked = wait_for(lambda: table_rows(browser, "blocklist"), 30, "the blocklist entry on the page")
+        assert blocked[0][:3] == ["localhost", f"ui_region/{second}", "slow attempt x of ui_region.source__count[0]"]
+        wait_for(lambda: _two(table_rows(browser, "queue"))[1][7].startswith("blocklisted: hosts localhost"), 30,
+                 "the second run's reason to name the blocklist")
+        screenshot(browser, "cluster")
+        assert script_errors(browser) == []
+
+        browser.get(f"{stack.api_url}/regionflow/plan?dag_id=ui_region&run_id={quote(first)}")
+        region = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".region[data-task='source__count']"), 60,
+                          "the region box")
+        assert [v.get_attribute("data-vertex") for v in region.find_elements(By.CSS_SELECTOR, ".vertex")] == \
+            ["source", "count"]  # all-pipelined: one box around both vertices
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#drawing svg line")) == 1
+        wait_for(lambda: stack.wait_for_run("ui_region", first, timeout=600) == "success", 600, "the first run")
+        wait_for(lambda: "success" in browser.find_element(By.CSS_SELECTOR, ".region .region-head").text, 30,
+                 "the region's state to show success")
+        screenshot(browser, "plan")
+        assert script_errors(browser) == []
+        Select(browser.find_element(By.ID, "mode")).select_by_value("all-blocking")
+        boxes = wait_for(lambda: _boxes(browser, 2), 30, "two region boxes under all-blocking")
+        assert boxes == [["source"], ["count"]]
+        assert "preview" in browser.find_element(By.ID, "summary").text
+        assert browser.find_element(By.CSS_SELECTOR, "#drawing svg line").get_attribute("stroke-dasharray")
+        screenshot(browser, "plan-preview")
+
+        assert stack.wait_for_run("ui_region", second, timeout=600) == "success"
+        assert stack.wait_for_run("ui_hold", holder, timeout=600) == "success"
+        browser.get(f"{stack.api_url}/regionflow/attempts?dag_id=ui_region&run_id={quote(second)}")
+        attempts = wait_for(lambda: table_rows(browser, "attempts"), 60, "the attempts table")
+        assert [(row[0], row[3], row[7], row[9]) for row in attempts] == [
+            ("source__count", "localhost", "succeeded", "winner")]
+        wait_for(lambda: "not refreshing" in browser.find_element(By.ID, "status").text, 30,
+                 "the page to stop refreshing once the run has ended")
+        assert script_errors(browser) == []
+    finally:
+        browser.quit()
+
+
+def _two(rows):
+    return rows if len(rows) == 2 else None
+
+
+def _boxes(browser, count):
+    from selenium.webdriver.common.by import By
+
+    boxes = [[v.get_attribute("data-vertex") for v in box.find_elements(By.CSS_SELECTOR, ".vertex")]
+             for box in browser.find_elements(By.CSS_SELECTOR, ".region")]
+    return boxes if len(boxes) == count else None

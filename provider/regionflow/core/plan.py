@@ -79,6 +79,12 @@ class Plan:
         names = self.topology.vertex_names
         return ["+".join(names[v] for v in logical.vertices) for logical in self.region_set.logical]
 
+    def region_task_id(self, logical: int) -> str:
+        """The id of the task that runs logical region `logical` once a DAG is transformed: its vertex
+        names joined by ``__`` (``source__count``)."""
+        names = self.topology.vertex_names
+        return "__".join(names[v] for v in self.region_set.logical[logical].vertices)
+
     def region_name(self, region: Region) -> str:
         """``<logical name>[k]``: the k-th execution region of its logical region."""
         siblings = self.region_set.logical[region.logical].regions

@@ -27,7 +27,7 @@ runs in a thread of this process as an `Attempt` (the same lifecycle as the regi
 on the configured backend) with a fresh attempt id (``spec<n>-<hex>``); its bulk is released when
 it ends. A failed copy only marks its request
 failed: the shard goes on with its original attempt. Sensor tasks ask for no slot
-(``executor_config["regionflow"]["no_slots"]``) and go straight to the workers.
+(`regionflow.contract.NoSlots` in its ``executor_config``) and go straight to the workers.
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ from ..store import (
     bulk_id_for,
 )
 from ..store.recorder import StoreRecorder
-from ..transformer import EXECUTOR_CONFIG_KEY
+from ..contract import ContractError, NoSlots, RegionSlots, TaskContract, from_executor_config
 from .guest import (
     FINISHED_STATES,
     STILL_QUEUED,
@@ -173,6 +173,8 @@ class RegionExecutor(LocalExecutor):
                 self.queued_tasks.pop(workload.key, None)
                 try:
                     self._admit(workload)
+                except ContractError as error:  # a DAG serialized by another regionflow, say: fail the task
+                    self._fail_task(workload, f"regionflow: {error}")
                 except Exception as error:  # noqa: BLE001 - fail the task, not the scheduler
                     self._fail_unexpected(workload, "admitting it to the slot pool", error)
             else:
@@ -223,22 +225,25 @@ class RegionExecutor(LocalExecutor):
         self.waiting[key] = bulk.bulk_id
         self._start(grants)
 
+    @staticmethod
+    def _contract(workload: ExecuteTask) -> TaskContract | None:
+        """What the task carries for regionflow (`regionflow.contract`); a `ContractError` names the fix."""
+        ti = workload.ti
+        return from_executor_config(ti.executor_config, f"{ti.dag_id}.{ti.task_id}")
+
     def _runs_without_slots(self, workload: ExecuteTask) -> bool:
-        settings = (workload.ti.executor_config or {}).get(EXECUTOR_CONFIG_KEY) or {}
-        return bool(settings.get("no_slots"))
+        return isinstance(self._contract(workload), NoSlots)
 
     def _bulk_for(self, workload: ExecuteTask) -> Bulk:
         """The slot bulk the workload asks for; its id is set by the store's admission."""
         ti = workload.ti
-        settings = (ti.executor_config or {}).get(EXECUTOR_CONFIG_KEY)
+        contract = self._contract(workload)
         job_id = f"{ti.dag_id}/{ti.run_id}"
         bulk_id = bulk_id_for(ti.id, ti.try_number)
-        if not settings:
+        if not isinstance(contract, RegionSlots):
             return Bulk(bulk_id, job_id, f"{ti.dag_id}.{ti.task_id}", (UNKNOWN,))
-        shard = max(ti.map_index, 0)
-        requests = tuple(ResourceProfile.from_dict(p) for p in settings["requests"][shard])
-        label = f"{ti.dag_id}.{ti.task_id}[{shard}] ({settings['labels'][shard]})"
-        return Bulk(bulk_id, job_id, label, requests)
+        requests, label = contract.shard(ti.map_index)
+        return Bulk(bulk_id, job_id, f"{ti.dag_id}.{ti.task_id}[{max(ti.map_index, 0)}] ({label})", requests)
 
     def _start(self, grants: list[Grant]) -> None:
         """Hand granted workloads to LocalExecutor's workers (copies to their runner)."""
@@ -303,6 +308,12 @@ class RegionExecutor(LocalExecutor):
         message = f"regionflow: unexpected error while {doing}: {type(error).__name__}: {error}"
         self.log.error("RegionExecutor: %s failed for %s; the task instance fails", doing, workload.key,
                        exc_info=error)
+        self._fail_task(workload, message)
+
+    def _fail_task(self, workload: ExecuteTask, message: str) -> None:
+        """Fail `workload`'s task instance with `message` (in its log and the scheduler's), freeing any
+        slots it waits for or holds."""
+        self.log.error("RegionExecutor: %s fails: %s", workload.key, message)
         key = workload.key
         bulk_id = self.waiting.pop(key, None) or self.granted.pop(key, None)
         if bulk_id is not None:

@@ -23,7 +23,7 @@ Reschedule mode: the sensor holds no worker between pokes. Its poke interval is 
 task process started by the scheduler (a scheduler loop, a queued -> running round trip through the
 executor and a DAG file parse: seconds on a small box), so a 1 s interval would only keep a worker
 and the scheduler busy restarting it while adding nothing, as pokes cannot come faster than that.
-The sensor asks the RegionExecutor for no slot (``executor_config["regionflow"]["no_slots"]``): a
+The sensor asks the RegionExecutor for no slot (`regionflow.contract.NoSlots` in its ``executor_config``): a
 poke is a few store reads and must not queue behind the regions it watches.
 """
 from __future__ import annotations

@@ -29,8 +29,8 @@ class LazyApp:
 
 
 class RegionflowPlugin(AirflowPlugin):
-    """regionflow's pages in the Airflow UI: the slot pool (navigation, Browse) and the attempts of a
-    task instance (its view's tabs)."""
+    """regionflow's pages in the Airflow UI: the slot pool (navigation, Browse), the plan of a DAG and of
+    a DAG run (their views' tabs) and the attempts of a task instance (its view's tabs)."""
 
     name = "regionflow"
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "regionflow"}]
@@ -40,6 +40,10 @@ class RegionflowPlugin(AirflowPlugin):
         {"name": "regionflow attempts", "href": f"{URL_PREFIX}/attempts?dag_id={{DAG_ID}}&run_id={{RUN_ID}}"
                                                 f"&task_id={{TASK_ID}}",
          "destination": "task_instance", "url_route": "regionflow-attempts"},
+        {"name": "regionflow plan", "href": f"{URL_PREFIX}/plan?dag_id={{DAG_ID}}", "destination": "dag",
+         "url_route": "regionflow-plan"},
+        {"name": "regionflow plan of the run", "href": f"{URL_PREFIX}/plan?dag_id={{DAG_ID}}&run_id={{RUN_ID}}",
+         "destination": "dag_run", "url_route": "regionflow-run-plan"},
     ]
 
 

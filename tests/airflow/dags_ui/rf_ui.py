@@ -21,5 +21,5 @@ with DAG("ui_hold", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fals
 with DAG("ui_region", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as ui_region:
     source = SparkVertexOperator(task_id="source", parallelism=2, fn=job.generate_orders)
     count = SparkVertexOperator(task_id="count", parallelism=2, fn=job.count_per_customer, sink="ui/counts")
-    source >> hash_by("customer_id", exchange="pipelined") >> count
+    source >> hash_by("customer_id") >> count  # pipelined by the mode below, so other modes split it
 regionflow.transform(ui_region, mode="all-pipelined")

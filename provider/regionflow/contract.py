@@ -1,0 +1,123 @@
+"""The contract between `regionflow.transform` (DAG parse time) and the RegionExecutor, the speculation
+sensor and the UI plugin (run time): what a task carries in ``executor_config["regionflow"]``.
+
+The transform writes it, Airflow serializes it with the DAG and copies it into every task instance, and
+the readers get it back from a task instance or the serialized DAG, possibly from a DAG file parsed by
+another regionflow release. So it is versioned, and read through one function that checks it and says
+what to do when it does not hold. Standard library and `regionflow.core` only: the executor, the
+sensor and the plugin import this module, never the transformer.
+
+Two kinds of task carry it:
+
+- a **region task** (`RegionSlots`): per shard, its slot requests (one resource profile per slot) and
+  its label; the task of the first logical region also carries the plan's reference (the job spec
+  without functions, and the mode) for the UI's plan page;
+- a task that runs **without slots** (`NoSlots`): the speculation sensor, whose pokes are a few store
+  reads and must not wait behind regions in the FIFO queue.
+
+A task without the key is not regionflow's (any Airflow task the RegionExecutor runs): it asks for one
+slot of unknown size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence, Union
+
+from .core.errors import RegionflowError
+from .core.resources import ResourceProfile
+
+KEY = "regionflow"
+VERSION = 1
+
+
+class ContractError(RegionflowError, ValueError):
+    """A task's ``executor_config["regionflow"]`` is not what this regionflow reads."""
+
+
+@dataclass(frozen=True)
+class RegionSlots:
+    """What a region task asks the RegionExecutor for, per shard (index = the task's map index, 0 when
+    it is not mapped): its slot requests and its label."""
+
+    requests: tuple[tuple[ResourceProfile, ...], ...]
+    labels: tuple[str, ...]
+    plan: Mapping[str, Any] | None = None  # `Plan.reference`: {"job": spec, "mode": mode}
+
+    def __post_init__(self) -> None:
+        if len(self.requests) != len(self.labels) or not self.requests:
+            raise ContractError(f"a region task needs one slot request list and one label per shard; got "
+                                f"{len(self.requests)} request lists and {len(self.labels)} labels")
+        if any(not shard for shard in self.requests):
+            raise ContractError("every shard of a region task asks for at least one slot")
+
+    @property
+    def shards(self) -> int:
+        return len(self.requests)
+
+    def shard(self, map_index: int) -> tuple[tuple[ResourceProfile, ...], str]:
+        """The slot requests and label of the shard a task instance runs (`map_index` -1: not mapped)."""
+        shard = max(map_index, 0)
+        if shard >= self.shards:
+            raise ContractError(f"map index {map_index} is beyond the task's {self.shards} shard(s); the DAG "
+                                f"changed since the run was created: clear the run, or re-parse the DAG file")
+        return self.requests[shard], self.labels[shard]
+
+
+@dataclass(frozen=True)
+class NoSlots:
+    """A task the RegionExecutor runs at once, without slots (the speculation sensor)."""
+
+
+TaskContract = Union[RegionSlots, NoSlots]
+
+
+def to_executor_config(contract: TaskContract) -> dict[str, Any]:
+    """The ``executor_config`` a task is built with: ``{"regionflow": {...}}`` (JSON types only)."""
+    body: dict[str, Any] = {"version": VERSION}
+    if isinstance(contract, NoSlots):
+        body["no_slots"] = True
+    else:
+        body["requests"] = [[profile.to_dict() for profile in shard] for shard in contract.requests]
+        body["labels"] = list(contract.labels)
+        if contract.plan is not None:
+            body["plan"] = dict(contract.plan)
+    return {KEY: body}
+
+
+def from_executor_config(executor_config: Mapping[str, Any] | None, task: str) -> TaskContract | None:
+    """The contract a task carries, or None for a task that is not regionflow's. `task` names it in
+    errors (``dag_id.task_id``). A body written by another contract version, or malformed, is a
+    `ContractError` that names the task and the fix."""
+    body = (executor_config or {}).get(KEY) if isinstance(executor_config, Mapping) else None
+    if body is None:
+        return None
+    if not isinstance(body, Mapping):
+        raise ContractError(f"task {task}: executor_config[{KEY!r}] is {type(body).__name__}, not a mapping; it is "
+                            f"regionflow's: leave it to regionflow.transform")
+    version = body.get("version", VERSION)  # DAGs serialized before the version field have version 1's layout
+    if version != VERSION:
+        raise ContractError(f"task {task} was serialized by a regionflow whose task contract is version {version!r}; "
+                            f"this one reads version {VERSION}: run the same regionflow release in the dag-processor, "
+                            f"scheduler and api-server, and re-parse the DAG (airflow dags reserialize)")
+    if body.get("no_slots"):
+        return NoSlots()
+    try:
+        requests = tuple(tuple(ResourceProfile.from_dict(p) for p in _list(shard)) for shard in _list(body["requests"]))
+        labels = tuple(str(label) for label in _list(body["labels"]))
+        plan = body.get("plan")
+        return RegionSlots(requests, labels, plan if isinstance(plan, Mapping) else None)
+    except ContractError as error:
+        raise ContractError(f"task {task}: {error}") from None
+    except (KeyError, TypeError, ValueError) as error:
+        raise ContractError(f"task {task}: executor_config[{KEY!r}] is malformed ({type(error).__name__}: {error}); "
+                            f"re-parse the DAG file with this regionflow release") from None
+
+
+def _list(value: Any) -> Sequence[Any]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+__all__ = ["KEY", "VERSION", "ContractError", "NoSlots", "RegionSlots", "TaskContract", "from_executor_config",
+           "to_executor_config"]

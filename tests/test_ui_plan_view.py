@@ -1,0 +1,96 @@
+"""The plan page's view (`regionflow.ui.plan_view`): the same plan as ``regionflow plan``, regions as
+boxes with their columns, the exchange each edge gets, and region states of a run (no Airflow here)."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from regionflow.cli import plan_output
+from regionflow.core.errors import SpecError
+from regionflow.core.graph import JobGraph
+from regionflow.core.modes import ExchangeMode
+from regionflow.core.plan import Plan
+from regionflow.store import RegionflowStore
+from regionflow.ui.plan_view import MAX_PLAN_SUBTASKS, SlotUse, TaskInstanceRow, plan_view, slot_use
+
+
+def graph():
+    g = JobGraph("orders")
+    g.add_vertex("source", 4, fn="regionflow.examples.orders:generate_orders")
+    g.add_vertex("clean", 4)
+    g.add_vertex("count", 2)
+    g.add_vertex("report", 1)
+    g.connect("source", "clean", "FORWARD")
+    g.connect("clean", "count", "HASH", keys=["customer_id"])
+    g.connect("count", "report", "REBALANCE", exchange="PIPELINED")
+    return g.validate()
+
+
+def reference(mode="all-blocking"):
+    return Plan(graph(), mode).reference
+
+
+@pytest.mark.parametrize("mode", [m.value for m in ExchangeMode])
+def test_the_plan_is_what_regionflow_plan_prints_for_every_mode(mode):
+    view = plan_view(reference(), "orders", mode)
+    assert view["plan"] == json.loads(plan_output(graph(), ExchangeMode.parse(mode), "json"))
+    assert view["mode"] == mode and view["dag_mode"] == "all-blocking"
+    assert view["preview"] is (mode != "all-blocking")
+
+
+def test_regions_are_boxes_around_their_vertices_in_columns_and_edges_say_their_exchange():
+    blocking = plan_view(reference(), "orders")
+    assert [(r["task_id"], r["vertices"], r["column"]) for r in blocking["regions"]] == [
+        ("source", ["source"], 0), ("clean", ["clean"], 1), ("count__report", ["count", "report"], 2)]
+    assert [(e["src"], e["dst"], e["exchange"], e["declared"]) for e in blocking["edges"]] == [
+        ("source", "clean", "blocking", False), ("clean", "count", "blocking", False),
+        ("count", "report", "pipelined", True)]  # a declared exchange holds under every mode
+    assert blocking["edges"][1]["keys"] == ["customer_id"]
+    assert {v["name"]: v["region"] for v in blocking["vertices"]} == {"source": 0, "clean": 1, "count": 2,
+                                                                       "report": 2}
+    forward = plan_view(reference(), "orders", "forward-pipelined-only")
+    assert [(r["vertices"], r["column"], r["execution_regions"]) for r in forward["regions"]] == [
+        (["source", "clean"], 0, 4), (["count", "report"], 1, 1)]
+    assert forward["regions"][0]["task_id"] == "source__clean"  # the task transform would make
+    assert "state" not in forward["regions"][0]  # a preview has no tasks to show states of
+
+
+def test_a_run_shows_each_region_state_timing_and_slots():
+    rows = [TaskInstanceRow("source", 0, "success", 10.0, 12.0), TaskInstanceRow("source", 1, "success", 11.0, 15.0),
+            TaskInstanceRow("clean", 0, "running", 16.0), TaskInstanceRow("clean", 1, "queued")]
+    view = plan_view(reference(), "orders", run_id="r1", task_instances=rows,
+                     slots={"clean": SlotUse(waiting=1, holding=1)})
+    source, clean, last = view["regions"]
+    assert (source["state"], source["started_at"], source["ended_at"]) == ("success", 10.0, 15.0)
+    assert (clean["state"], clean["shards"], clean["ended_at"]) == ("mixed", {"queued": 1, "running": 1}, None)
+    assert (clean["shards_waiting_for_slots"], clean["shards_holding_slots"]) == (1, 1)
+    assert (last["state"], last["shards"]) == (None, {})  # not started yet
+    preview = plan_view(reference(), "orders", "all-pipelined", run_id="r1", task_instances=rows)
+    assert all("state" not in r for r in preview["regions"])
+
+
+def test_slot_use_counts_waiting_and_live_grants_of_the_run_only(tmp_path):
+    ticks = itertools.count(1000)
+    store = RegionflowStore(f"sqlite:///{tmp_path / 'store.db'}", clock=lambda: float(next(ticks)))
+    for bulk, run, task in (("b1", "r1", "clean"), ("b2", "r1", "clean"), ("b3", "r2", "clean"), ("b4", "r1", "src")):
+        store.record_waiting(bulk, dag_id="orders", run_id=run, task_id=task, try_number=1, label=bulk, requests=[{}])
+    store.record_granted("b1", [("a", 0)])
+    use = slot_use(store.waiting_grants() + store.live_grants(), "orders", "r1")
+    assert use == {"clean": SlotUse(waiting=1, holding=1), "src": SlotUse(waiting=1, holding=0)}
+
+
+def test_a_bad_mode_names_the_modes_there_are():
+    with pytest.raises(SpecError, match="unknown exchange mode 'fast'; use one of all-blocking"):
+        plan_view(reference(), "orders", "fast")
+
+
+def test_a_huge_plan_leaves_out_the_per_subtask_listing_and_says_where_to_get_it():
+    g = JobGraph("big")
+    g.add_vertex("a", MAX_PLAN_SUBTASKS)
+    g.add_vertex("b", 10)
+    g.connect("a", "b", "REBALANCE")
+    view = plan_view(Plan(g.validate(), "all-blocking").reference, "big")
+    assert view["plan"] is None and "airflow regionflow plan big --mode all-blocking" in view["plan_left_out"]
+    assert view["region_count"] == MAX_PLAN_SUBTASKS + 10
