@@ -22,7 +22,7 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYTHONDONTWRITEBYTECODE ?= 1
 
-.PHONY: venv test demo bench clean
+.PHONY: venv lint test demo bench clean
 
 venv: $(STAMP)
 
@@ -33,6 +33,12 @@ $(VPY):
 $(STAMP): setup.py | $(VPY)
 	$(VPY) -m pip install --disable-pip-version-check -e '.[test]'
 	touch $@
+
+# ruff (ruff.toml: pycodestyle, pyflakes, import order, pyupgrade, bugbear) and mypy (setup.cfg: strict
+# checks on core/, scheduling/, store/ and contract.py); tests/test_lint.py runs the same two commands.
+lint: venv
+	$(VPY) -m ruff check provider tests benchmarks dags plugins
+	$(VPY) -m mypy provider/regionflow
 
 test: venv
 	$(VPY) -m pytest tests -q -ra --timeout=900 --durations=30 $(PYTEST_ARGS)

@@ -29,7 +29,6 @@ from regionflow.bench.core_sharing import free_cores_after_cancel, share_cores
 from regionflow.scheduling.hosts import Host
 from regionflow.spark.connect import CONNECT_CLIENT_VARIABLES, ConnectServer
 
-
 SPARK_DEFAULTS = {"spark.scheduler.mode": "FIFO", "spark.python.task.killTimeout": "2s"}
 
 

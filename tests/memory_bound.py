@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-from typing import Iterator
+from collections.abc import Iterator
 
 MiB = 1 << 20
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from regionflow.spark.store import PartitionStore
 
@@ -31,7 +31,7 @@ class FakeResult:
 class FakeSubmission:
     """`behaviour(submission)` plays the application; it should watch `killed` to end early."""
 
-    behaviour: Callable[["FakeSubmission"], FakeResult]
+    behaviour: Callable[[FakeSubmission], FakeResult]
     master: str | None = None  # a spark:// URL makes the attempt's MasterWatcher watch it
     killed: threading.Event = field(default_factory=threading.Event)
     ran: threading.Event = field(default_factory=threading.Event)

@@ -6,8 +6,15 @@ import json
 
 import pytest
 
-from regionflow.contract import (KEY, VERSION, ContractError, NoSlots, RegionSlots, from_executor_config,
-                                 to_executor_config)
+from regionflow.contract import (
+    KEY,
+    VERSION,
+    ContractError,
+    NoSlots,
+    RegionSlots,
+    from_executor_config,
+    to_executor_config,
+)
 from regionflow.core.resources import UNKNOWN, ResourceProfile
 
 SLOTS = RegionSlots(requests=((ResourceProfile(cpu=1.0, heap_mib=512),), (UNKNOWN, UNKNOWN)),

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_bound import MiB, MemoryBoundExceeded, memory_bound
+from memory_bound import MemoryBoundExceeded, MiB, memory_bound
 
 from regionflow.cli import main, schema_of
 from regionflow.config import RegionflowConfig
@@ -240,7 +240,7 @@ def test_text_and_json_host_forms_break_a_rule_with_the_same_error(capsys, text,
     messages = []
     for hosts in (text, spec):  # [regionflow] hosts: the same, after the option's name and value
         with pytest.raises(RegionflowError) as info:
-            RegionflowConfig.from_values(lambda name: {"hosts": hosts}.get(name, ""), airflow_home="/x")
+            RegionflowConfig.from_values(lambda name, hosts=hosts: {"hosts": hosts}.get(name, ""), airflow_home="/x")
         prefix = f"[regionflow] hosts = {hosts!r}: "
         assert str(info.value).startswith(prefix), info.value
         messages.append(str(info.value)[len(prefix):])
@@ -350,7 +350,7 @@ TOKENS = st.sampled_from(["a:2", "b:slots=1", "cpu=2", "cpu=nan", "mem=4g", "mem
 @given(tokens=st.lists(TOKENS, min_size=1, max_size=6), separators=st.lists(st.sampled_from([",", ";"]),
                                                                              min_size=6, max_size=6))
 def test_random_host_specs_parse_cleanly_or_fail_in_one_line(tokens, separators):
-    spec = "".join(token + separator for token, separator in zip(tokens, separators)).rstrip(",;")
+    spec = "".join(token + separator for token, separator in zip(tokens, separators, strict=False)).rstrip(",;")
     try:
         with memory_bound(MEMORY_BOUND, f"parsing --hosts {spec!r}"):
             cluster = Cluster.parse(spec)

@@ -1,5 +1,7 @@
-"""Lint and types stay clean: ruff (pycodestyle errors and warnings, pyflakes) over the code and tests, and
-mypy over the package with the settings in setup.cfg (its cache in build/mypy_cache: a few seconds once warm)."""
+"""Lint and types stay clean (what `make lint` runs, and `.ci/run` before the tests): ruff with ruff.toml
+(pycodestyle, pyflakes, import order, pyupgrade, bugbear) over the code and tests, and mypy over the package
+with the settings in setup.cfg (strict checks on core/, scheduling/, store/ and contract.py; its cache in
+build/mypy_cache: a few seconds once warm)."""
 from __future__ import annotations
 
 import os
@@ -7,8 +9,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUFF = ["ruff", "check", "--isolated", "--select", "E,F,W", "--line-length", "120",
-        "provider", "tests", "benchmarks", "dags", "plugins"]
+RUFF = ["ruff", "check", "provider", "tests", "benchmarks", "dags", "plugins"]
 MYPY = ["mypy", "provider/regionflow"]
 
 

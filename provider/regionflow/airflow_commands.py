@@ -14,7 +14,8 @@ import functools
 import logging
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .core.errors import RegionflowError, SpecError
 from .core.graph import JobGraph
@@ -122,9 +123,8 @@ def dag_job(dag_id: str) -> JobGraph:
 
 def _dag_file_in_db(dag_id: str) -> str | None:
     """The DAG's file as the metadata database knows it (parsed by the dag-processor), if it exists here."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     from airflow.models import DagModel
+    from sqlalchemy.exc import SQLAlchemyError
 
     try:
         model = DagModel.get_current(dag_id)

@@ -9,7 +9,8 @@ import json
 import os
 import sys
 import traceback
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .core.errors import RegionflowError, SpecError
 from .core.graph import JobGraph, load_job

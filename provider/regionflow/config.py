@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .core.errors import RegionflowError, SpecError
 from .core.modes import ExchangeMode
@@ -130,7 +131,7 @@ class RegionflowConfig:
     session_idle_timeout: float = 600.0
 
     @classmethod
-    def from_airflow(cls) -> "RegionflowConfig":
+    def from_airflow(cls) -> RegionflowConfig:
         from airflow.configuration import conf
 
         def get(name: str) -> str:
@@ -150,7 +151,7 @@ class RegionflowConfig:
 
     @classmethod
     def from_values(cls, lookup: Callable[[str], str | None], airflow_home: str,
-                    origin: Callable[[str], str] | None = None) -> "RegionflowConfig":
+                    origin: Callable[[str], str] | None = None) -> RegionflowConfig:
         """Build from `lookup(option)`; an empty or missing value takes the option's default. A bad
         value raises `SpecError` naming ``[regionflow] <option>`` and, with `origin`, where it was set."""
         read: list[str] = []
@@ -168,7 +169,7 @@ class RegionflowConfig:
             raise SpecError(f"{error} ({origin(culprit)})") from None
 
     @classmethod
-    def _from_get(cls, get: Callable[[str], str], airflow_home: str) -> "RegionflowConfig":
+    def _from_get(cls, get: Callable[[str], str], airflow_home: str) -> RegionflowConfig:
         hosts = get("hosts").strip()
         return cls(
             cluster=_hosts(hosts) if hosts else Cluster.local_default(),

@@ -20,8 +20,9 @@ slot of unknown size.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence, Union
+from typing import Any
 
 from .core.errors import RegionflowError
 from .core.resources import ResourceProfile
@@ -68,7 +69,7 @@ class NoSlots:
     """A task the RegionExecutor runs at once, without slots (the speculation sensor)."""
 
 
-TaskContract = Union[RegionSlots, NoSlots]
+TaskContract = RegionSlots | NoSlots
 
 
 def to_executor_config(contract: TaskContract) -> dict[str, Any]:

@@ -38,9 +38,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -345,7 +346,7 @@ class EmbeddedAirflow:
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def start(self, timeout: float = 180.0) -> "EmbeddedAirflow":
+    def start(self, timeout: float = 180.0) -> EmbeddedAirflow:
         """Write the config, migrate the DB, start the components; return once all are healthy.
 
         Raises `ComponentFailed` when ``db migrate`` or a component exits, `StartTimeout` when the
@@ -433,7 +434,7 @@ class EmbeddedAirflow:
             self._http.close()
             self._http = None
 
-    def __enter__(self) -> "EmbeddedAirflow":
+    def __enter__(self) -> EmbeddedAirflow:
         # `with EmbeddedAirflow(...).start(timeout=...) as stack:` must not start twice.
         return self if self._running else self.start()
 
@@ -528,7 +529,7 @@ class EmbeddedAirflow:
         return _Component(component, process, log_path)
 
     def _wait_until_healthy(self, deadline: float, timeout: float) -> None:
-        since = datetime.now(timezone.utc)
+        since = datetime.now(UTC)
         while True:
             self._fail_if_a_component_died()
             health = self._health_or_none()
@@ -633,7 +634,7 @@ class EmbeddedAirflow:
         SQLite answers "database is locked" when the machine is very busy, which the api-server turns
         into a 500; the run id is fixed before the first try, so trying again cannot create a second run.
         """
-        run_id = run_id or (f"manual__{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%f')}"
+        run_id = run_id or (f"manual__{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%S.%f')}"
                             f"_{uuid.uuid4().hex[:6]}")
         body: dict[str, Any] = {"logical_date": None, "conf": dict(conf or {}), "dag_run_id": run_id}
         for attempt in range(_TRIGGER_TRIES):
@@ -747,7 +748,7 @@ def _healthy_since(entry: Mapping[str, Any], since: datetime) -> bool:
     if entry.get("status") != "healthy" or heartbeat is None:
         return False
     beat = datetime.fromisoformat(heartbeat)
-    return (beat if beat.tzinfo else beat.replace(tzinfo=timezone.utc)) >= since
+    return (beat if beat.tzinfo else beat.replace(tzinfo=UTC)) >= since
 
 
 def loopback_hostname() -> str:

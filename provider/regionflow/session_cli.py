@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .spark.connect import DEFAULT_BASE_PORT, DEFAULT_START_TIMEOUT_S, SessionServers, default_state_dir
 

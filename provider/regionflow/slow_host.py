@@ -19,7 +19,7 @@ import logging
 import os
 import subprocess
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class CpuHogs:
     def running(self) -> bool:
         return bool(self.processes)
 
-    def start(self) -> "CpuHogs":
+    def start(self) -> CpuHogs:
         if self.processes:
             return self
         argv = [sys.executable, "-c", HOG_PROGRAM, *map(str, self.cores)]
@@ -66,7 +66,7 @@ class CpuHogs:
         for process in processes:
             process.wait(timeout=10)
 
-    def __enter__(self) -> "CpuHogs":
+    def __enter__(self) -> CpuHogs:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

@@ -19,8 +19,9 @@ siblings to compare with, so it gets no sensor. Invalid settings raise at parse 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .config import RegionflowConfig
 from .contract import NoSlots, RegionSlots, from_executor_config, to_executor_config

@@ -183,7 +183,8 @@ def test_a_mapped_task_in_an_airflow_pool_with_max_active_tis(stack):
         states, _ = settled(stack, "rf_mapped", run_id, "each", index)
         assert states == [("1", "released")]
     spans = sorted((ti["start_date"], ti["end_date"]) for ti in stack.task_instances("rf_mapped", run_id))
-    assert len(spans) == 3 and all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))  # one at a time
+    # one at a time
+    assert len(spans) == 3 and all(end <= start for (_, end), (start, _) in zip(spans, spans[1:], strict=False))
 
 
 def test_a_store_fault_fails_that_task_only_and_the_scheduler_keeps_scheduling(stack):

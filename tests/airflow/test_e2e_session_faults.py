@@ -6,13 +6,12 @@ import signal
 import time
 
 import pytest
+from test_e2e import run
+from test_e2e_session import task_log_file
 
 from regionflow.embedded import EmbeddedAirflow
 from regionflow.operators.region import dag_run_outputs
 from regionflow.store import RegionflowStore
-
-from test_e2e import run
-from test_e2e_session import task_log_file
 
 pytestmark = pytest.mark.timeout(900)
 HERE = os.path.dirname(__file__)

@@ -12,8 +12,8 @@ import sqlite3
 import subprocess
 import textwrap
 import time
-from datetime import datetime, timezone
-from typing import Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -211,7 +211,7 @@ def test_a_restart_on_the_same_home_keeps_the_database_and_waits_for_fresh_heart
         runs_before = sorted(db.execute("SELECT run_id FROM dag_run WHERE dag_id = ?", (SLEEPER_DAG,)))
     again = EmbeddedAirflow(workspace["home"], workspace["dags"], executor=EXECUTOR, parallelism=4,
                             regionflow_options={"backend": "submit"})
-    restarted_at = datetime.now(timezone.utc)
+    restarted_at = datetime.now(UTC)
     with again.start(timeout=300):
         runs = sorted((run["dag_run_id"],) for run in again.dag_runs(SLEEPER_DAG))
         health = again.health()

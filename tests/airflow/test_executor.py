@@ -4,7 +4,6 @@ import multiprocessing
 import uuid
 
 import pytest
-
 from airflow.executors.workloads import ExecuteTask
 from airflow.executors.workloads.base import BundleInfo
 from airflow.executors.workloads.task import TaskInstanceDTO

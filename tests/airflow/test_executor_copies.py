@@ -4,16 +4,14 @@ submission is a fake), settled first-commit-wins, and their slots go back to the
 from __future__ import annotations
 
 import pytest
-
 from airflow.executors.local_executor import LocalExecutor
 from airflow.utils.state import TaskInstanceState
+from speculation_fakes import FakeSubmission, commit, commits_at_once, fails, runs_until_killed, wait_for
+from test_executor import executor, queue, workload
 
 from regionflow.spark.store import PartitionStore
 from regionflow.spark.task import UnitTask
 from regionflow.store import CopyState, RegionflowStore
-
-from speculation_fakes import FakeSubmission, commit, commits_at_once, fails, runs_until_killed, wait_for
-from test_executor import executor, queue, workload
 
 RUN_KEY = "d--r1"
 
@@ -70,7 +68,7 @@ def request(store, settings, *, excluded=("a",), slots=1, shard=1, unit_key="u1"
 
 def settle_copies(ex, store, request_id, timeout=10.0):
     assert wait_for(lambda: not store.copy_request(request_id).is_open, timeout)
-    assert wait_for(lambda: (ex.sync(), not ex.copies_running)[1], timeout)
+    assert wait_for(lambda: (ex.sync(), not ex.copies.running)[1], timeout)
 
 
 def test_a_copy_runs_on_a_non_excluded_host_wins_and_releases_its_slots(settings, store, partitions, monkeypatch):
@@ -123,7 +121,7 @@ def test_copies_wait_their_turn_in_the_fifo_queue(settings, store, partitions, m
     queue(ex, hog, first)
     asked = request(store, settings, excluded=())
     ex.sync()
-    assert f"copy:{asked.request_id}" in ex.copies_waiting and not fakes.calls
+    assert f"copy:{asked.request_id}" in ex.copies.waiting and not fakes.calls
     ex.change_state(hog.key, TaskInstanceState.SUCCESS)
     assert [w.ti.task_id for w in ex.activity_queue] == ["hog", "first"] and not fakes.calls
     ex.change_state(first.key, TaskInstanceState.SUCCESS)
@@ -166,10 +164,10 @@ def test_a_cancelled_request_is_withdrawn_from_the_queue(settings, store, monkey
     queue(ex, hog)
     asked = request(store, settings, excluded=())
     ex.sync()
-    assert f"copy:{asked.request_id}" in ex.copies_waiting
+    assert f"copy:{asked.request_id}" in ex.copies.waiting
     store.cancel_copies("d", "r1", "t", 1)
     ex.sync()
-    assert not ex.copies_waiting and store.grant_for(f"copy:{asked.request_id}").state == "released"
+    assert not ex.copies.waiting and store.grant_for(f"copy:{asked.request_id}").state == "released"
     ex.change_state(hog.key, TaskInstanceState.SUCCESS)
     assert not fakes.calls and ex.pool.free_slots() == 4
 
@@ -191,7 +189,7 @@ def test_a_copy_with_no_host_left_fails_at_once(settings, store, monkeypatch):
     ex.sync()
     done = store.copy_request(asked.request_id)
     assert done.state is CopyState.FAILED and "a copy needs another host" in done.message
-    assert not ex.copies_waiting and not fakes.calls and ex.pool.free_slots() == 4
+    assert not ex.copies.waiting and not fakes.calls and ex.pool.free_slots() == 4
 
 
 def test_a_late_result_of_an_earlier_sensor_poke_is_not_reported(settings, monkeypatch):
@@ -228,7 +226,7 @@ def test_a_copy_whose_host_is_lost_fails_frees_its_slots_and_leaves_the_original
 
     monkeypatch.setattr("regionflow.spark.backends.unit_submission", on_a_lost_master)
     ex = executor(monkeypatch)
-    ex.host_lost_timeout = 1.0
+    ex.copies.host_lost_timeout = 1.0
     asked = request(store, settings, excluded=("b",))
     ex.sync()
     settle_copies(ex, store, asked.request_id, timeout=20)

@@ -3,10 +3,9 @@ fault of ours, end in the right ledger rows and never in an exception into the s
 (No stack: LocalExecutor's workers are replaced by a list we read, as in test_executor.py.)"""
 import pytest
 from airflow.utils.state import TaskInstanceState
+from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
 
 from regionflow.store import GrantState, RegionflowStore, StoreError
-
-from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
 
 SUCCESS, FAILED, RUNNING = TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.RUNNING
 
@@ -182,9 +181,10 @@ def test_a_fault_when_recording_the_release_still_frees_the_slots(settings, monk
 def test_no_entry_point_raises_into_the_scheduler(settings, monkeypatch):  # noqa: F811
     ex = executor(monkeypatch)
     boom = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom"))  # noqa: E731
-    for step in ("_finish_copies", "_mirror_blocklist", "_take_copy_requests", "_poll_pool", "_check_adopted",
-                 "_check_held", "_notice_starving_jobs"):
+    for step in ("_mirror_blocklist", "_poll_pool", "_check_adopted", "_check_held", "_notice_starving_jobs"):
         monkeypatch.setattr(ex, step, boom)
+    for step in ("finish_ended", "take_requests"):
+        monkeypatch.setattr(ex.copies, step, boom)
     monkeypatch.setattr(ex, "_read_results", boom)
     ex.sync()
     ex.heartbeat()

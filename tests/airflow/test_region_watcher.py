@@ -6,13 +6,12 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from speculation_fakes import FakeSubmission, commits_at_once, fails, runs_until_killed
 
 from regionflow.operators.region import RegionOperator, RegionTaskFailed
 from regionflow.spark.store import PartitionStore
 from regionflow.spark.task import UnitTask
 from regionflow.store import CopyState, RegionflowStore
-
-from speculation_fakes import FakeSubmission, commits_at_once, fails, runs_until_killed
 
 RUN_KEY = "d--r1"
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from test_speculation_transform import example
 
 from regionflow.spark.task import UnitTask
 from regionflow.store import CopyState, RegionflowStore
-
-from test_speculation_transform import example
 
 RUN = "manual__1"
 REGION = "orders__clean__enrich"

@@ -4,13 +4,12 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
 
 import regionflow
-from regionflow.contract import NoSlots, RegionSlots, from_executor_config
 from regionflow.config import RegionflowConfig
+from regionflow.contract import NoSlots, RegionSlots, from_executor_config
 from regionflow.core.errors import SpecError
 from regionflow.examples import orders as job
 from regionflow.operators import SparkVertexOperator, broadcast, forward, hash_by, rescale

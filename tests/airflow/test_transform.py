@@ -4,9 +4,8 @@ import os
 from datetime import datetime
 
 import pytest
-
-from airflow.sdk import DAG
 from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
 
 import regionflow
 from regionflow.cli import main

@@ -154,10 +154,10 @@ def test_in_a_browser_the_pages_show_the_queue_a_blocklisted_host_and_the_plan(s
     for the slot ``ui_hold`` holds. The blocklist entry is written through the store's ``block()``, the
     call the speculation sensor makes for a slow host (a real slow host and the copies it causes are in
     test_e2e_speculation, which opens the attempts page the same way)."""
+    from browser import log_in, screenshot, script_errors, start_browser, table_rows, wait_for
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    from browser import log_in, screenshot, script_errors, start_browser, table_rows, wait_for
     from regionflow.store import RegionflowStore, job_id_for
 
     browser = start_browser()

@@ -4,13 +4,12 @@ from __future__ import annotations
 import json
 import textwrap
 
+import core_jobs
 import pytest
 
 from regionflow.core.errors import JobGraphError, RegionflowError, ResourceError, SpecError
 from regionflow.core.graph import Distribution, Edge, Exchange, JobGraph, load_job
 from regionflow.core.resources import UNKNOWN, ResourceProfile
-
-import core_jobs
 
 JOBS = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "jobs"
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import core_jobs
 import pytest
 
 from regionflow.core.errors import RegionflowError, ResourceError
 from regionflow.core.graph import load_job
 from regionflow.core.plan import DEFAULT_SLOT_SHARING_GROUP, Plan, SlotRequest, compact_subtasks
 from regionflow.core.resources import UNKNOWN, ResourceProfile
-
-import core_jobs
 
 JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs"
 
@@ -83,7 +82,7 @@ def test_flip119_to_dict(mode):
     assert data["min_slots"] == expected["min_slots"] == plan.min_slots
     assert len(data["slots"]) == data["region_count"]
     assert {k: data["slots"].count(k) for k in set(data["slots"])} == expected["slots"]
-    for names, slots in zip(data["regions"], data["slots"]):
+    for names, slots in zip(data["regions"], data["slots"], strict=True):
         # pointwise-pipelined-only: the two A+B+C regions need 2 slots (C has 2 subtasks in each)
         assert slots == max(sum(1 for n in names if n.startswith(v + "#")) for v in "ABCD")
     assert json.loads(json.dumps(data)) == data

@@ -1,7 +1,8 @@
 """Property tests on random acyclic job graphs, and a brute-force reference for the region partition."""
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from regionflow.core.graph import Distribution, Exchange, JobGraph
 from regionflow.core.modes import ExchangeMode
@@ -257,7 +258,7 @@ def test_region_invariants(job):
     slots = [plan.slots(region) for region in regions]
     assert all(s >= 1 for s in slots)
     assert plan.min_slots == max(slots)
-    for region, demand in zip(regions, slots):
+    for region, demand in zip(regions, slots, strict=True):
         counts = {}
         for s in region.members:
             vertex = topology.vertex_names[topology.vertex_of(s)]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import core_jobs
 import pytest
 
 from regionflow.core.graph import load_job
@@ -10,8 +11,6 @@ from regionflow.core.modes import ExchangeMode
 from regionflow.core.plan import Plan
 from regionflow.core.regions import _tarjan_components, build_regions
 from regionflow.core.topology import ExecutionTopology
-
-import core_jobs
 
 JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs"
 MODES = [m.value for m in ExchangeMode]

@@ -120,7 +120,7 @@ class Model:
                 f"{bulk.bulk_id} was granted while the older {head.bulk_id} could have been"
             )
             before = self.set_aside(head)
-        for (name, index), request in zip(grant.slots, bulk.requests):
+        for (name, index), request in zip(grant.slots, bulk.requests, strict=True):
             host = self.hosts.get(name)
             assert host is not None, f"slot on unknown host {name}"
             assert 0 <= index < host.slots

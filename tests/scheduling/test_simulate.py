@@ -1,7 +1,8 @@
 """`regionflow simulate`: the four FLIP-119 scenarios, and a property test of fifo-bulk."""
 import json
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from regionflow.cli import main
 from regionflow.core.graph import JobGraph, load_job

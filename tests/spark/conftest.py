@@ -8,7 +8,7 @@ import os
 import stat
 import sys
 import textwrap
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -6,15 +6,19 @@ from __future__ import annotations
 import threading
 
 import pytest
+from speculation_fakes import FakeResult, FakeSubmission, commit, commits_at_once, fails, runs_until_killed, wait_for
 
-from regionflow.core.attempts import (ATTEMPT_END_STATES, ATTEMPT_TRANSITIONS, AttemptState, AttemptTransitionError,
-                                      check_attempt_move)
+from regionflow.core.attempts import (
+    ATTEMPT_END_STATES,
+    ATTEMPT_TRANSITIONS,
+    AttemptState,
+    AttemptTransitionError,
+    check_attempt_move,
+)
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.attempt import Attempt, HostLost
 from regionflow.spark.store import PartitionStore
 from regionflow.spark.task import UnitTask
-
-from speculation_fakes import FakeResult, FakeSubmission, commit, commits_at_once, fails, runs_until_killed, wait_for
 
 
 class RecordingBackend:

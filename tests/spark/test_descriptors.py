@@ -6,7 +6,8 @@ import json
 import os
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from regionflow.core.errors import SpecError
 from regionflow.spark.descriptors import (

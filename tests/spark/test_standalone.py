@@ -31,7 +31,7 @@ def test_bad_cluster_sizes_are_errors(options, fragment):
 
 def test_an_unstarted_cluster_has_no_master_url(tmp_path):
     with pytest.raises(StandaloneClusterError, match="not started"):
-        StandaloneCluster(work_dir=str(tmp_path)).master_url
+        _ = StandaloneCluster(work_dir=str(tmp_path)).master_url
 
 
 def _ss_listeners(pids: set[int]) -> list[str]:

@@ -81,7 +81,7 @@ def test_reader_sees_no_unit_or_a_whole_one(store):
         fill_attempt(store, unit, "a", producers)
         seen, stop = [], threading.Event()
 
-        def reader():
+        def reader(unit=unit, stop=stop, seen=seen):
             while not stop.is_set():
                 committed = store.committed(unit)
                 if committed is not None:
@@ -107,7 +107,7 @@ def test_commit_race_has_exactly_one_winner(store, attempts):
         barrier = threading.Barrier(attempts)
         results = {}
 
-        def commit(attempt):
+        def commit(attempt, unit=unit, barrier=barrier, results=results):
             barrier.wait()
             results[attempt] = store.commit(unit, attempt, {"by": attempt})
 
@@ -492,7 +492,7 @@ def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
             fs.write_text(f"{store.attempt_dir(unit, attempt)}/e0/part-0.txt", attempt)
         barrier = threading.Barrier(2)
 
-        def commit(attempt):
+        def commit(attempt, unit=unit, barrier=barrier, results=results):
             barrier.wait()
             results[attempt] = store.commit(unit, attempt, {"by": attempt})
 

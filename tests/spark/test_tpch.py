@@ -90,7 +90,8 @@ def test_a_sink_is_read_back_in_order_by_order_whatever_its_part_files(query, tp
     half = len(rows) // 2
     (tmp_path / "_regionflow_sink.json").write_text("{}")
     for index, part in enumerate((rows[:half], rows[half:])):
-        table = pa.Table.from_pylist([dict(zip(columns, row)) for row in part] or [dict(zip(columns, rows[0]))])
+        table = pa.Table.from_pylist([dict(zip(columns, row, strict=True)) for row in part]
+                                     or [dict(zip(columns, rows[0], strict=True))])
         pq.write_table(table if part else table.slice(0, 0), str(tmp_path / f"part-{index:05d}.parquet"))
     read_columns, read_rows = tpch_data.read_result(str(tmp_path), query)
     assert tpch_data.check_answer(query, SF, read_rows, read_columns) is None

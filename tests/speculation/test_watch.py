@@ -4,10 +4,10 @@ from __future__ import annotations
 import os
 import threading
 
+from speculation_fakes import FakeResult, FakeSubmission, commit, runs_until_killed
+
 from regionflow.spark.store import PartitionStore
 from regionflow.spark.watch import CommitWatcher, settle
-
-from speculation_fakes import FakeResult, FakeSubmission, commit, runs_until_killed
 
 
 def test_watcher_kills_the_loser_and_settle_names_the_winner(tmp_path):

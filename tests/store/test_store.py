@@ -10,7 +10,8 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -121,7 +122,7 @@ class LockedThenWal:
     def __init__(self, locked_times: int, final_mode: str = "wal") -> None:
         self.locked_times, self.final_mode = locked_times, final_mode
 
-    def execute(self, sql: str) -> "LockedThenWal":
+    def execute(self, sql: str) -> LockedThenWal:
         if self.locked_times:
             self.locked_times -= 1
             raise sqlite3.OperationalError("database is locked")

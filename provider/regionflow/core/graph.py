@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib
 import os
 from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterable, Mapping, cast
+from typing import Any, cast
 
 from .errors import JobGraphError, RegionflowError, SpecError
 from .resources import UNKNOWN, ResourceProfile
@@ -31,7 +32,7 @@ class Distribution(Enum):
         return self in (Distribution.FORWARD, Distribution.RESCALE)
 
     @classmethod
-    def parse(cls, value: "str | Distribution", where: str = "") -> "Distribution":
+    def parse(cls, value: str | Distribution, where: str = "") -> Distribution:
         if isinstance(value, Distribution):
             return value
         key = str(value).strip().lower().replace("-", "_")
@@ -53,7 +54,7 @@ class Exchange(Enum):
     BLOCKING = "blocking"
 
     @classmethod
-    def parse(cls, value: "str | Exchange | None", where: str = "") -> "Exchange | None":
+    def parse(cls, value: str | Exchange | None, where: str = "") -> Exchange | None:
         if value is None or isinstance(value, Exchange):
             return value
         key = str(value).strip().lower()
@@ -112,7 +113,7 @@ class Vertex:
     parallelism: int
     resources: ResourceProfile = UNKNOWN
     slot_sharing_group: str | None = None
-    fn: "Callable[..., Any] | str | None" = field(default=None, compare=False, repr=False)
+    fn: Callable[..., Any] | str | None = field(default=None, compare=False, repr=False)
     sink: Sink | None = None
     reads: tuple[str, ...] = ()  # input paths the function reads; checked before any Spark work
 
@@ -121,7 +122,11 @@ class Vertex:
         if callable(self.fn):
             return self.fn
         if isinstance(self.fn, str):
-            return _import_reference(self.fn, f"vertex {self.name!r}")
+            fn: Callable[..., Any] = _import_reference(self.fn, f"vertex {self.name!r}")
+            if not callable(fn):
+                raise JobGraphError(f"vertex {self.name!r}: fn {self.fn!r} names a {type(fn).__name__}, not a "
+                                    f"function; name a function fn(spark, inputs, ctx) -> DataFrame")
+            return fn
         raise JobGraphError(f"vertex {self.name!r} has no function; give fn=callable or fn='module:function'")
 
     @property
@@ -167,8 +172,8 @@ class JobGraph:
         parallelism: int,
         resources: ResourceProfile = UNKNOWN,
         slot_sharing_group: str | None = None,
-        fn: "Callable[..., Any] | str | None" = None,
-        sink: "Sink | str | None" = None,
+        fn: Callable[..., Any] | str | None = None,
+        sink: Sink | str | None = None,
         reads: Iterable[str] = (),
     ) -> Vertex:
         if not isinstance(name, str):
@@ -187,8 +192,8 @@ class JobGraph:
         self,
         src: str,
         dst: str,
-        distribution: "Distribution | str",
-        exchange: "Exchange | str | None" = None,
+        distribution: Distribution | str,
+        exchange: Exchange | str | None = None,
         keys: Iterable[str] = (),
     ) -> Edge:
         where = f"edge {src} -> {dst}: "
@@ -200,14 +205,14 @@ class JobGraph:
         self.edges.append(edge)
         return edge
 
-    def validate(self) -> "JobGraph":
+    def validate(self) -> JobGraph:
         """Raise `JobGraphError` for the first problem found; return self when the graph is sound."""
         self._check_names()
         for vertex in self.vertices.values():
             _check_vertex(vertex)
         return self._check_links()
 
-    def validate_structure(self) -> "JobGraph":
+    def validate_structure(self) -> JobGraph:
         """`validate` without each vertex's own fields, for a caller that checked them against the
         vertex model already (the JSON spec reader): duplicates, edges, cycles."""
         self._check_names()
@@ -220,7 +225,7 @@ class JobGraph:
         if not self.vertices:
             raise JobGraphError(f"job {self.name!r} has no vertices; add at least one vertex")
 
-    def _check_links(self) -> "JobGraph":
+    def _check_links(self) -> JobGraph:
         for edge in self.edges:
             self._check_edge(edge)
         self.topological_order()
@@ -277,14 +282,14 @@ class JobGraph:
 
     # ---- spec format -------------------------------------------------------------------------
 
-    def to_spec(self) -> dict:
+    def to_spec(self) -> dict[str, Any]:
         """This graph as a JSON job spec (`regionflow.core.jobspec`)."""
         from .jobspec import graph_to_spec
 
         return graph_to_spec(self)
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], name: str | None = None) -> "JobGraph":
+    def from_spec(cls, spec: Mapping[str, Any], name: str | None = None) -> JobGraph:
         """The graph of a JSON job spec, checked against its declared model (`regionflow.core.jobspec`)."""
         from .jobspec import graph_from_spec
 

@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .errors import SpecError
-from .graph import MAX_PARALLELISM, SINK_FORMATS, Distribution, Edge, Exchange, JobGraph, Vertex, is_reference, sink_of
+from .graph import (
+    MAX_PARALLELISM,
+    SINK_FORMATS,
+    Distribution,
+    Edge,
+    Exchange,
+    JobGraph,
+    Sink,
+    Vertex,
+    is_reference,
+    sink_of,
+)
 from .resources import ResourceProfile
 from .schema import Field, Model
 
@@ -121,7 +133,7 @@ def _named(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def _sink(entry: Mapping[str, Any]):
+def _sink(entry: Mapping[str, Any]) -> Sink | None:
     sink = entry.get("sink")
     if sink is None:
         return None
@@ -135,13 +147,13 @@ def _reads(entry: Mapping[str, Any]) -> list[str]:
     return [reads] if isinstance(reads, str) else list(reads)
 
 
-def graph_to_spec(graph: JobGraph) -> dict:
+def graph_to_spec(graph: JobGraph) -> dict[str, Any]:
     """The spec of `graph` (what `graph_from_spec` reads back to an equal graph)."""
     return {"name": graph.name, "vertices": [_vertex_spec(v) for v in graph.vertices.values()],
             "edges": [_edge_spec(e) for e in graph.edges]}
 
 
-def _vertex_spec(vertex: Vertex) -> dict:
+def _vertex_spec(vertex: Vertex) -> dict[str, Any]:
     data: dict[str, Any] = {"id": vertex.name, "parallelism": vertex.parallelism}
     if not vertex.resources.unknown:
         data["resources"] = vertex.resources.to_dict()
@@ -156,7 +168,7 @@ def _vertex_spec(vertex: Vertex) -> dict:
     return data
 
 
-def _edge_spec(edge: Edge) -> dict:
+def _edge_spec(edge: Edge) -> dict[str, Any]:
     data: dict[str, Any] = {"src": edge.src, "dst": edge.dst, "distribution": edge.distribution.name}
     if edge.exchange:
         data["exchange"] = edge.exchange.name

@@ -17,7 +17,7 @@ class ExchangeMode(Enum):
     ALL_PIPELINED = "all-pipelined"
 
     @classmethod
-    def parse(cls, value: "str | ExchangeMode | None") -> "ExchangeMode":
+    def parse(cls, value: str | ExchangeMode | None) -> ExchangeMode:
         if value is None:
             return DEFAULT_MODE
         if isinstance(value, ExchangeMode):

@@ -10,6 +10,7 @@ from ``(job spec, mode)`` in O(n), so that pair (`Plan.reference`) is what cross
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
@@ -55,10 +56,10 @@ class Plan:
         _check_resource_declarations(graph)
         self.region_set: RegionSet = build_regions(self.topology)
         self._requests: dict[int, tuple[SlotRequest, ...]] = {}
-        self._requests_by_shape: dict[tuple, tuple[SlotRequest, ...]] = {}
+        self._requests_by_shape: dict[tuple[Any, ...], tuple[SlotRequest, ...]] = {}
 
     @classmethod
-    def from_reference(cls, reference: dict[str, Any]) -> "Plan":
+    def from_reference(cls, reference: dict[str, Any]) -> Plan:
         return cls(JobGraph.from_spec(reference["job"]), reference.get("mode"))
 
     @property
@@ -263,7 +264,7 @@ class Plan:
         return "\n".join(lines)
 
 
-def compact_subtasks(topology: ExecutionTopology, members: list[int]) -> str:
+def compact_subtasks(topology: ExecutionTopology, members: Sequence[int]) -> str:
     """``A#0, B#0..3``: consecutive subtasks of one vertex folded into a range."""
     parts: list[str] = []
     start = previous = members[0]

@@ -19,9 +19,12 @@ Steps, all O(vertices + subtasks + groups):
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .topology import ExecutionTopology, gc_paused
+from .topology import ExecutionEdge, ExecutionTopology, gc_paused
+
+Members = list[int] | range  # a region's sorted subtask ids (a range for a whole region)
 
 
 class Region:
@@ -29,13 +32,13 @@ class Region:
 
     __slots__ = ("index", "members", "logical", "consumed")
 
-    def __init__(self, index: int, members: list[int], logical: int) -> None:
+    def __init__(self, index: int, members: Members, logical: int) -> None:
         self.index = index
         self.members = members  # sorted global subtask ids (a list, or a range for a whole region)
         self.logical = logical
         # blocking groups read from outside: (group index, whether this region also produces into it);
         # a shared empty tuple until the first one, as most regions of a large job read one group or none
-        self.consumed: list[tuple[int, bool]] | tuple = ()
+        self.consumed: list[tuple[int, bool]] | tuple[()] = ()
 
     def __len__(self) -> int:
         return len(self.members)
@@ -86,7 +89,7 @@ class RegionSet:
     def __len__(self) -> int:
         return len(self.regions)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Region]:
         return iter(self.regions)
 
     def region_of_subtask(self, subtask: int) -> Region:
@@ -121,7 +124,7 @@ def _build_regions(topology: ExecutionTopology) -> RegionSet:
     regions = [Region(position, member_lists[old], region_logical[old]) for position, old in enumerate(order)]
     logical = _number_logical_regions(topology, regions, logical_parent)
     return RegionSet(topology, regions, logical, region_of,
-                     dict(zip(group_ids, producers_of)), dict(zip(group_ids, consumers_of)))
+                     dict(zip(group_ids, producers_of, strict=False)), dict(zip(group_ids, consumers_of, strict=False)))
 
 
 def _rank(order: list[int]) -> list[int] | None:
@@ -151,17 +154,18 @@ def _logical_regions(topology: ExecutionTopology) -> list[int]:
 # ---- step 2: execution regions ----------------------------------------------------------------
 
 
-def _execution_regions(topology: ExecutionTopology, logical_of_vertex: list[int]):
+def _execution_regions(topology: ExecutionTopology,
+                       logical_of_vertex: list[int]) -> tuple[list[int], list[Members], list[int]]:
     """Assign every subtask a region; return (region_of, member lists, logical root per region)."""
     vertices_by_logical: dict[int, list[int]] = {}
     for vertex, root in enumerate(logical_of_vertex):
         vertices_by_logical.setdefault(root, []).append(vertex)
-    pipelined_by_logical: dict[int, list] = {}
+    pipelined_by_logical: dict[int, list[ExecutionEdge]] = {}
     for exec_edge in topology.edges:
         if not exec_edge.blocking:
             pipelined_by_logical.setdefault(logical_of_vertex[exec_edge.src], []).append(exec_edge)
     region_of = [0] * topology.subtask_count
-    member_lists: list[list[int]] = []
+    member_lists: list[Members] = []
     region_logical: list[int] = []
     for root, vertices in vertices_by_logical.items():
         pipelined = pipelined_by_logical.get(root, [])
@@ -174,7 +178,8 @@ def _execution_regions(topology: ExecutionTopology, logical_of_vertex: list[int]
     return region_of, member_lists, region_logical
 
 
-def _singleton_regions(topology, vertex, root, region_of, member_lists, region_logical) -> None:
+def _singleton_regions(topology: ExecutionTopology, vertex: int, root: int, region_of: list[int],
+                       member_lists: list[Members], region_logical: list[int]) -> None:
     first = len(member_lists)
     lo, hi = topology.offsets[vertex], topology.offsets[vertex + 1]
     region_of[lo:hi] = range(first, first + hi - lo)
@@ -182,7 +187,8 @@ def _singleton_regions(topology, vertex, root, region_of, member_lists, region_l
     region_logical.extend([root] * (hi - lo))
 
 
-def _whole_region(topology, vertices, root, region_of, member_lists, region_logical) -> None:
+def _whole_region(topology: ExecutionTopology, vertices: list[int], root: int, region_of: list[int],
+                  member_lists: list[Members], region_logical: list[int]) -> None:
     index = len(member_lists)
     ordered = sorted(vertices)
     for vertex in ordered:
@@ -196,7 +202,8 @@ def _whole_region(topology, vertices, root, region_of, member_lists, region_logi
     region_logical.append(root)
 
 
-def _pointwise_regions(topology, vertices, pipelined, root, region_of, member_lists, region_logical) -> None:
+def _pointwise_regions(topology: ExecutionTopology, vertices: list[int], pipelined: list[ExecutionEdge], root: int,
+                       region_of: list[int], member_lists: list[Members], region_logical: list[int]) -> None:
     # region_of doubles as the union-find parent array over subtask ids until regions are numbered
     parent = region_of
     for vertex in vertices:
@@ -213,23 +220,26 @@ def _pointwise_regions(topology, vertices, pipelined, root, region_of, member_li
     ordered = sorted(vertices)
     roots = [_find(parent, s) for v in ordered for s in range(topology.offsets[v], topology.offsets[v + 1])]
     subtasks = [s for v in ordered for s in range(topology.offsets[v], topology.offsets[v + 1])]
-    for subtask, rep in zip(subtasks, roots):
+    built: dict[int, list[int]] = {}  # index -> the member list being built
+    for subtask, rep in zip(subtasks, roots, strict=True):
         index = index_of_root.get(rep)
         if index is None:
             index = index_of_root[rep] = len(member_lists)
-            member_lists.append([subtask])
+            built[index] = [subtask]
+            member_lists.append(built[index])
             region_logical.append(root)
         else:
-            member_lists[index].append(subtask)
+            built[index].append(subtask)
         region_of[subtask] = index
-    for index in index_of_root.values():
-        member_lists[index].sort()
+    for members in built.values():
+        members.sort()
 
 
 # ---- step 3: region graph through blocking groups ---------------------------------------------
 
 
-def _region_group_edges(topology: ExecutionTopology, region_of: list[int]):
+def _region_group_edges(topology: ExecutionTopology,
+                        region_of: list[int]) -> tuple[list[int], list[list[int]], list[list[int]]]:
     """Blocking group ids with, for each, its distinct producer regions and consumer regions."""
     group_ids: list[int] = []
     producers_of: list[list[int]] = []
@@ -253,7 +263,8 @@ def _distinct(region_of: list[int], lo: int, hi: int) -> list[int]:
 # ---- step 4: order, and merge cycles ----------------------------------------------------------
 
 
-def _kahn_order(region_count: int, producers_of: list[list[int]], consumers_of: list[list[int]]):
+def _kahn_order(region_count: int, producers_of: list[list[int]],
+                consumers_of: list[list[int]]) -> list[int] | None:
     """Regions in topological order over the region+group graph, or None if it has a cycle."""
     waiting_groups = [len(p) for p in producers_of]  # unfinished producer regions per group
     region_inputs = [0] * region_count
@@ -294,7 +305,8 @@ def _groups_by_producer(region_count: int, producers_of: list[list[int]]) -> tup
     return start, groups
 
 
-def _tarjan_components(region_count: int, producers_of: list[list[int]], consumers_of: list[list[int]]):
+def _tarjan_components(region_count: int, producers_of: list[list[int]],
+                       consumers_of: list[list[int]]) -> list[list[int]]:
     """Strongly connected components of the region+group graph, as region lists, in topological
     order. Nodes 0..R-1 are regions, R.. are groups. Iterative: no recursion limit at 10k x 10k."""
     group_count = len(producers_of)
@@ -354,11 +366,13 @@ def _tarjan_components(region_count: int, producers_of: list[list[int]], consume
     return components
 
 
-def _merge_components(components: list[list[int]], member_lists: list[list[int]], subtask_count: int):
+def _merge_components(components: list[list[int]], member_lists: list[Members],
+                      subtask_count: int) -> tuple[list[int], list[Members]]:
     """One region per component, indexed in the components' (topological) order."""
     region_of = [0] * subtask_count
-    merged: list[list[int]] = []
+    merged: list[Members] = []
     for index, component in enumerate(components):
+        members: Members
         if len(component) == 1:
             members = member_lists[component[0]]
         else:
@@ -391,7 +405,8 @@ def _merge_cyclic_logical_regions(topology: ExecutionTopology, logical_parent: l
             _union(logical_parent, roots[component[0]], roots[member])
 
 
-def _number_logical_regions(topology, regions: list[Region], logical_parent: list[int]) -> list[LogicalRegion]:
+def _number_logical_regions(topology: ExecutionTopology, regions: list[Region],
+                            logical_parent: list[int]) -> list[LogicalRegion]:
     index_of_root: dict[int, int] = {}
     logical: list[LogicalRegion] = []
     for vertex in range(len(topology.vertex_names)):

@@ -9,8 +9,9 @@ declares nothing; a request for it fits any slot.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import ResourceError
 
@@ -50,7 +51,7 @@ class ResourceProfile:
         off_heap_mib: int = 0,
         managed_mib: int = 0,
         **extended: float,
-    ) -> "ResourceProfile":
+    ) -> ResourceProfile:
         """Build a specified profile; keyword arguments beyond the four scalars are extended resources."""
         return cls(cpu, heap_mib, off_heap_mib, managed_mib, _normalise_extended(extended))
 
@@ -61,7 +62,7 @@ class ResourceProfile:
     def is_zero(self) -> bool:
         return not self.unknown and all(getattr(self, f) == 0 for f in _SCALAR_FIELDS) and not self.extended
 
-    def __add__(self, other: "ResourceProfile") -> "ResourceProfile":
+    def __add__(self, other: ResourceProfile) -> ResourceProfile:
         if self.unknown or other.unknown:
             return UNKNOWN
         merged = self.extended_map
@@ -75,7 +76,7 @@ class ResourceProfile:
             _normalise_extended(merged),
         )
 
-    def __sub__(self, other: "ResourceProfile") -> "ResourceProfile":
+    def __sub__(self, other: ResourceProfile) -> ResourceProfile:
         """Remaining capacity after `other` is taken; raises if any dimension would go negative."""
         if other.unknown:
             return self
@@ -90,7 +91,7 @@ class ResourceProfile:
             _normalise_extended(remaining),
         )
 
-    def scaled(self, factor: float) -> "ResourceProfile":
+    def scaled(self, factor: float) -> ResourceProfile:
         if self.unknown:
             return UNKNOWN
         return ResourceProfile(
@@ -101,7 +102,7 @@ class ResourceProfile:
             _normalise_extended({k: v * factor for k, v in self.extended}),
         )
 
-    def fits_in(self, offer: "ResourceProfile") -> bool:
+    def fits_in(self, offer: ResourceProfile) -> bool:
         """True when `offer` has at least this much in every dimension (UNKNOWN fits anything)."""
         if self.unknown:
             return True
@@ -123,7 +124,7 @@ class ResourceProfile:
         parts += [f"{name}={_fmt(value)}" for name, value in self.extended]
         return ",".join(parts)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         if self.unknown:
             return {"unknown": True}
         data = {f: getattr(self, f) for f in _SCALAR_FIELDS}
@@ -131,7 +132,7 @@ class ResourceProfile:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, float] | None) -> "ResourceProfile":
+    def from_dict(cls, data: Mapping[str, float] | None) -> ResourceProfile:
         if not data or data.get("unknown"):
             return UNKNOWN
         # Any: of() takes ints for the MiB fields and floats for the rest; all are checked to be numbers below

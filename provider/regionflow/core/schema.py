@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from .errors import SpecError
 
@@ -33,14 +34,14 @@ class Field:
     """
 
     name: str
-    kind: "str | Model | tuple[str | Model, ...]"
+    kind: str | Model | tuple[str | Model, ...]
     doc: str
     required: bool = False
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
-    items: "str | Model | None" = None
-    values: "str | None" = None
+    items: str | Model | None = None
+    values: str | None = None
     above: bool = False  # the minimum itself is not allowed (e.g. cores of a host: more than 0)
     non_empty: bool = False
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
@@ -99,15 +100,15 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _kinds(kind: "str | Model | tuple[str | Model, ...]") -> tuple["str | Model", ...]:
+def _kinds(kind: str | Model | tuple[str | Model, ...]) -> tuple[str | Model, ...]:
     return kind if isinstance(kind, tuple) else (kind,)
 
 
-def _kind_name(kind: "str | Model") -> str:
+def _kind_name(kind: str | Model) -> str:
     return "object" if isinstance(kind, Model) else kind
 
 
-def _matches(kind: "str | Model", value: Any) -> bool:
+def _matches(kind: str | Model, value: Any) -> bool:
     if isinstance(kind, Model):
         return isinstance(value, Mapping)
     if kind == "string":
@@ -189,7 +190,7 @@ def _field_schema(declared: Field) -> dict[str, Any]:
     return schema
 
 
-def _kind_schema(declared: Field, kind: "str | Model") -> dict[str, Any]:
+def _kind_schema(declared: Field, kind: str | Model) -> dict[str, Any]:
     if isinstance(kind, Model):
         return kind.json_schema()
     schema: dict[str, Any] = {"type": kind}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 from bisect import bisect_right
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -43,7 +44,7 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 @contextmanager
-def gc_paused():
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building: the build allocates O(n) small containers
     that hold no cycles, and each collection triggered on the way rescans all of them (quadratic)."""
     was_enabled = gc.isenabled()

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..core.errors import RegionflowError
 from ..core.graph import JobGraph

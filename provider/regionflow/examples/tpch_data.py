@@ -21,7 +21,8 @@ import importlib.util
 import os
 import shutil
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
 ANSWER_SCALE_FACTORS = (0.01, 0.1, 1.0)
@@ -138,7 +139,7 @@ def run_official(query: int, tables_dir: str, threads: int | None = None) -> tup
         con.close()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _answer_text(query: int, sf: float) -> str:
     if not any(abs(float(sf) - known) < 1e-9 for known in ANSWER_SCALE_FACTORS):
         raise ValueError(f"DuckDB ships TPC-H answers for scale factors {ANSWER_SCALE_FACTORS} only, not {sf!r}")
@@ -195,7 +196,7 @@ def format_row(row: Sequence[Any], like: Sequence[str]) -> tuple[str, ...]:
     """A result row formatted like the answer row `like` (see `format_value`)."""
     if len(row) != len(like):
         raise ValueError(f"row {tuple(row)!r} has {len(row)} columns, the answer {len(like)}")
-    return tuple(format_value(value, cell) for value, cell in zip(row, like))
+    return tuple(format_value(value, cell) for value, cell in zip(row, like, strict=False))
 
 
 def read_result(path: str, query: int) -> tuple[list[str], list[tuple]]:
@@ -223,7 +224,7 @@ def check_answer(query: int, sf: float, rows: Sequence[Sequence[Any]],
         return f"columns {list(columns)} instead of {list(answer_columns(query, sf))}"
     if len(rows) != len(expected):
         return f"{len(rows)} rows instead of {len(expected)}"
-    for index, (row, like) in enumerate(zip(rows, expected)):
+    for index, (row, like) in enumerate(zip(rows, expected, strict=False)):
         got = format_row(row, like)
         if got != like:
             return f"row {index}: {'|'.join(got)} instead of {'|'.join(like)}"

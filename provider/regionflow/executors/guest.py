@@ -17,7 +17,8 @@ import logging
 import os
 import time
 import uuid
-from typing import Any, Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from airflow.exceptions import AirflowConfigException
 from airflow.utils.state import TaskInstanceState

@@ -14,59 +14,41 @@ tracks its own running work. Grants live in regionflow's store: after a schedule
 is rebuilt from it (slots of task instances still running stay taken until they end), so no slot is
 granted twice. Task logs are read from local files; the worker log server (0.0.0.0:8793) is off.
 
-Speculative copies (see `regionflow.sensors.speculation`): the execution API refuses to start a task
-instance that is not QUEUED, so a copy is not an Airflow task instance. The speculation sensor writes
-a copy request into the store; `sync()` takes pending requests, and each becomes a bulk
-``copy:<request id>`` in the same FIFO pool (no jumping the queue). Placement: the store's blocklist
-entries are mirrored into the pool every sync (the slow host is blocked for the whole DAG run), and
-the copy's bulk runs under a job of its own (``<job>#copy:<id>``) on which every host of the request's
-exclusion list and of the shard's live attempts is blocked. Blocking those hosts for the copy's own job
-keeps the per-shard rule ("never on the host of another live attempt of the same shard") from
-blocking the whole run's other regions off a host that is only busy with that shard. A granted copy
-runs in a thread of this process as an `Attempt` (the same lifecycle as the region task's own,
-on the configured backend) with a fresh attempt id (``spec<n>-<hex>``); its bulk is released when
-it ends. A failed copy only marks its request
-failed: the shard goes on with its original attempt. Sensor tasks ask for no slot
-(`regionflow.contract.NoSlots` in its ``executor_config``) and go straight to the workers.
+Speculative copies (see `regionflow.sensors.speculation`) run in `copies.CopyRunner`: the sensor writes
+a copy request into the store, `sync()` has the runner take pending requests as bulks ``copy:<id>`` in
+the same FIFO pool, and a granted copy runs in a thread as an `Attempt`. The store's blocklist entries
+are mirrored into the pool every sync (the slow host is blocked for the whole DAG run). Sensor tasks
+ask for no slot (`regionflow.contract.NoSlots` in their ``executor_config``) and go straight to the
+workers.
 """
 from __future__ import annotations
 
-import os
-import queue
-import threading
 import time
-import uuid
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from airflow.executors.local_executor import LocalExecutor
 from airflow.executors.workloads import ExecuteTask
 from airflow.utils.state import TaskInstanceState
 
 from ..config import RegionflowConfig
-from ..core.attempts import AttemptState
+from ..contract import ContractError, NoSlots, RegionSlots, TaskContract, from_executor_config
 from ..core.errors import RegionflowError
 from ..core.resources import UNKNOWN, ResourceProfile
 from ..scheduling.capacity import SlotRef
 from ..scheduling.errors import SchedulingError, UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
-from ..spark.store import PartitionStore
-from ..spark.task import UnitTask
-from ..spark.attempt import Attempt
-from ..spark.backends import configured_backend, configured_servers
+from ..spark.backends import configured_servers
 from ..spark.idle import IdleServerReaper
-from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
 from ..store import (
-    CopyRequestRecord,
-    CopyState,
     GrantState,
     RegionflowStore,
     SlotConflictError,
     StoreError,
     bulk_id_for,
 )
-from ..store.recorder import StoreRecorder
-from ..contract import ContractError, NoSlots, RegionSlots, TaskContract, from_executor_config
+from .copies import COPY_PREFIX, CopyRunner
 from .guest import (
     FINISHED_STATES,
     STILL_QUEUED,
@@ -81,8 +63,6 @@ from .metrics import PoolMetrics
 ADOPTED_CHECK_INTERVAL_S = 5.0
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] session_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
-COPY_EXCLUSION_S = 7 * 24 * 3600.0  # lifted explicitly when the copy ends
-COPY_PREFIX = "copy:"
 
 
 class RegionExecutor(LocalExecutor):
@@ -103,13 +83,9 @@ class RegionExecutor(LocalExecutor):
         self._noticed_jobs: set[str] = set()
         self._adopted_checked = 0.0
         self._held_checked = 0.0
-        # speculative copies
-        self.copies_waiting: dict[str, CopyRequestRecord] = {}  # bulk id -> request waiting for slots
-        self.copies_running: dict[str, threading.Thread] = {}  # bulk id -> thread running the copy
-        self._copy_done: queue.Queue[str] = queue.Queue()  # bulk ids whose copy ended (from threads)
+        self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
+                                 release=self._release)  # speculative copies
         self._mirrored_blocks: dict[tuple[str, str], float] = {}  # (job, host) -> store expiry mirrored
-        self._copy_sequence = 0
-        self.host_lost_timeout = DEFAULT_HOST_LOST_TIMEOUT_S  # a copy whose master is silent this long is killed
         self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
         self._idle_checked = 0.0
 
@@ -248,8 +224,8 @@ class RegionExecutor(LocalExecutor):
     def _start(self, grants: list[Grant]) -> None:
         """Hand granted workloads to LocalExecutor's workers (copies to their runner)."""
         for grant in grants:
-            if grant.bulk_id in self.copies_waiting:
-                guarded(self.log, f"launching speculative copy {grant.bulk_id}", self._launch_copy, grant)
+            if self.copies.owns(grant.bulk_id):
+                guarded(self.log, f"launching speculative copy {grant.bulk_id}", self.copies.launch, grant)
                 continue
             workload = self.held.pop(grant.bulk_id, None)
             if workload is None:
@@ -278,7 +254,7 @@ class RegionExecutor(LocalExecutor):
 
     def _release_stale_rows(self) -> int:
         stale = [record.bulk_id for record in self.store.live_grants()
-                 if self.pool.grant_of(record.bulk_id) is None and record.bulk_id not in self.copies_running
+                 if self.pool.grant_of(record.bulk_id) is None and record.bulk_id not in self.copies.running
                  and record.bulk_id not in self.adopted]
         for bulk_id in stale:
             self.store.record_released(bulk_id, "stale: its release had not been recorded")
@@ -377,9 +353,9 @@ class RegionExecutor(LocalExecutor):
 
     def sync(self) -> None:
         guarded(self.log, "reading the workers' results", super().sync)
-        for what, step in (("finishing speculative copies", self._finish_copies),
+        for what, step in (("finishing speculative copies", self.copies.finish_ended),
                            ("mirroring the blocklist", self._mirror_blocklist),
-                           ("taking copy requests", self._take_copy_requests),
+                           ("taking copy requests", self.copies.take_requests),
                            ("polling the slot pool", self._poll_pool),
                            ("noticing starving jobs", self._notice_starving_jobs),
                            ("checking restored grants", self._check_adopted),
@@ -423,7 +399,7 @@ class RegionExecutor(LocalExecutor):
                 self._noticed_jobs.add(notice.job_id)
                 self.log.warning("RegionExecutor: not enough resources: %s", notice.message)
 
-    # ---- speculative copies -----------------------------------------------------------------------
+    # ---- the blocklist ------------------------------------------------------------------------------
 
     def _mirror_blocklist(self) -> None:
         """Copy the store's live (job, host) entries (written by speculation sensors) into the pool."""
@@ -445,161 +421,6 @@ class RegionExecutor(LocalExecutor):
             if expires_at <= now:
                 del self._mirrored_blocks[key]
 
-    def _take_copy_requests(self) -> None:
-        for bulk_id, request in list(self.copies_waiting.items()):
-            current = self.store.copy_request(request.request_id)
-            if current is None or current.state is not CopyState.PENDING:
-                self._withdraw_copy(bulk_id, f"copy request is {current.state.value if current else 'gone'}")
-        for request in self.store.pending_copy_requests():
-            if request.bulk_id in self.copies_waiting or request.bulk_id in self.copies_running:
-                continue
-            self._submit_copy(request)
-
-    def _submit_copy(self, request: CopyRequestRecord) -> None:
-        bulk_id = request.bulk_id
-        copy_job = f"{request.job_id}#{bulk_id}"
-        requests = tuple(ResourceProfile.from_dict(p) for p in request.requests) or (UNKNOWN,)
-        bulk = Bulk(bulk_id, copy_job, request.label, requests)
-        excluded = set(request.excluded_hosts)
-        excluded |= {a.host for a in self.store.live_attempts(request.unit_key, dag_id=request.dag_id,
-                                                                 run_id=request.run_id)}
-        excluded |= {entry.host for entry in self.store.active_blocks(job_id=request.job_id)}
-        if all(host.name in excluded for host in self.rf_config.cluster):
-            message = (f"every host ({', '.join(sorted(excluded))}) runs an attempt of the shard or is blocklisted; "
-                       f"a copy needs another host")
-            self.log.warning("RegionExecutor: speculative copy %s not run: %s", bulk_id, message)
-            self._mark_copy(request.request_id, CopyState.FAILED, message=message)
-            return
-        for host in sorted(excluded):
-            self.pool.block(copy_job, host, COPY_EXCLUSION_S)
-        self.store.record_waiting(bulk_id, dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
-                                  try_number=0, label=request.label, requests=[p.to_dict() for p in requests],
-                                  map_index=request.map_index, job_id=request.job_id)
-        self.copies_waiting[bulk_id] = request
-        self.log.info("RegionExecutor: speculative copy %s of %s[%d] waits for slots, avoiding host(s) %s",
-                      bulk_id, request.task_id, request.map_index, ", ".join(sorted(excluded)) or "none")
-        try:
-            grants = self.pool.submit(bulk)
-        except UnfulfillableBulk as rejection:
-            self.copies_waiting.pop(bulk_id, None)
-            self._unblock_copy_job(copy_job)
-            self.store.record_rejected(bulk_id, str(rejection))
-            self._mark_copy(request.request_id, CopyState.FAILED, message=str(rejection))
-            return
-        self._start(grants)
-
-    def _withdraw_copy(self, bulk_id: str, why: str) -> None:
-        request = self.copies_waiting.pop(bulk_id)
-        self._start(self.pool.cancel(bulk_id))
-        self._unblock_copy_job(f"{request.job_id}#{bulk_id}")
-        self.store.record_released(bulk_id)
-        self.log.info("RegionExecutor: speculative copy %s withdrawn: %s", bulk_id, why)
-
-    def _launch_copy(self, grant: Grant) -> None:
-        request = self.copies_waiting.pop(grant.bulk_id)
-        slots = [[slot.host, slot.index] for slot in grant.slots]
-        self.store.record_granted(grant.bulk_id, slots)
-        host = grant.slots[0].host
-        try:
-            self.store.mark_copy(request.request_id, CopyState.GRANTED, host=host)
-        except StoreError as error:  # cancelled meanwhile: the shard finished
-            self.log.info("RegionExecutor: speculative copy %s not started: %s", grant.bulk_id, error)
-            self._copy_done.put(grant.bulk_id)
-            return
-        self._copy_sequence += 1
-        attempt_id = f"spec{self._copy_sequence}-{uuid.uuid4().hex[:6]}"
-        thread = threading.Thread(target=self._run_copy, args=(request, host, len(grant.slots), attempt_id),
-                                  name=f"regionflow-{grant.bulk_id}", daemon=True)
-        self.copies_running[grant.bulk_id] = thread
-        thread.start()
-
-    def _run_copy(self, request: CopyRequestRecord, host_name: str, slots: int, attempt_id: str) -> None:
-        """Thread body: run one speculative copy to its end; never raises."""
-        try:
-            self._copy_attempt(request, host_name, slots, attempt_id)
-        except Exception as error:  # noqa: BLE001 - a failed copy does not fail the shard
-            self.log.exception("RegionExecutor: speculative copy %s failed", request.bulk_id)
-            self._mark_copy(request.request_id, CopyState.FAILED, message=f"{type(error).__name__}: {error}")
-            attempt = self.store.attempt(attempt_id)
-            if attempt is not None and attempt.state == AttemptState.RUNNING:
-                self.store.end_attempt(attempt_id, AttemptState.FAILED, f"{type(error).__name__}: {error}"[:2000])
-        finally:
-            self._copy_done.put(request.bulk_id)
-
-    def _copy_attempt(self, request: CopyRequestRecord, host_name: str, slots: int, attempt_id: str) -> None:
-        task = UnitTask.read(request.template_path)
-        task.host, task.attempt_id = host_name, attempt_id
-        partitions = PartitionStore(task.data_dir, task.run_id)
-        if partitions.committed(task.unit_key) is not None:
-            self._mark_copy(request.request_id, CopyState.CANCELLED, message="the shard committed before the copy ran")
-            return
-        host = self.rf_config.cluster.host(host_name)
-        task_path = os.path.join(os.path.dirname(request.template_path), f"{task.unit_key}-{attempt_id}.json")
-        backend = configured_backend(self.rf_config, dict(request.spark_conf), lambda: list(request.py_files),
-                                     forward_output=False)
-        recorder = StoreRecorder(self.store, request.dag_id, request.run_id, request.task_id, request.map_index,
-                                 bulk_id=request.bulk_id, speculative=True)
-        attempt = Attempt(task, task_path, host, slots, backend, partitions, recorder=recorder,
-                          host_lost_timeout=self.host_lost_timeout)
-        self.store.mark_copy(request.request_id, CopyState.RUNNING, attempt_id=attempt_id)
-        self.log.info("RegionExecutor: speculative copy %s of %s[%d] runs as attempt %s on host %s (%s backend)",
-                      request.bulk_id, request.task_id, request.map_index, attempt_id, host_name, backend.name)
-        outcome = attempt.run()
-        if outcome.winner is not None:
-            self.store.record_commit(request.dag_id, request.run_id, task.unit_key, outcome.winner.attempt_id)
-        if outcome.state is AttemptState.SUCCEEDED:
-            self._mark_copy(request.request_id, CopyState.WON)
-            self.log.info("RegionExecutor: speculative copy %s (attempt %s on %s) committed first",
-                          request.bulk_id, attempt_id, host_name)
-        elif outcome.state is AttemptState.LOST_COMMIT:
-            self._mark_copy(request.request_id, CopyState.LOST,
-                            message=f"attempt {outcome.winner_attempt} on {outcome.winner_host} committed first")
-        else:  # e.g. its host was lost: the slots go back, the shard goes on with the original
-            self._mark_copy(request.request_id, CopyState.FAILED,
-                            message=None if outcome.failure is None else outcome.failure[:2000])
-
-    def _mark_copy(self, request_id: int, state: CopyState, message: str | None = None) -> None:
-        try:
-            self.store.mark_copy(request_id, state, message=message)
-        except StoreError as error:
-            self.log.warning("RegionExecutor: copy request %d: %s", request_id, error)
-
-    def _finish_copies(self) -> None:
-        """Release the slots of copies whose threads ended (pool calls stay on the scheduler thread)."""
-        while True:
-            try:
-                bulk_id = self._copy_done.get_nowait()
-            except queue.Empty:
-                return
-            thread = self.copies_running.pop(bulk_id, None)
-            if thread is not None:
-                thread.join(timeout=1.0)
-            grant = self.store.grant_for(bulk_id)
-            if grant is not None:
-                self._unblock_copy_job(f"{grant.job_id}#{bulk_id}")
-            self._release(bulk_id)
-
-    def _unblock_copy_job(self, copy_job: str) -> None:
-        for host in list(self.pool.blocklist.hosts_for(copy_job)):
-            self._start(self.pool.unblock(copy_job, host))
-
-    def _abandon_copy(self, bulk_id: str, why: str) -> None:
-        """A copy whose thread died with a previous scheduler: settle its records; the sensor may ask again."""
-        try:
-            request_id = int(bulk_id[len(COPY_PREFIX):])
-        except ValueError:
-            return
-        request = self.store.copy_request(request_id)
-        if request is None:
-            return
-        if request.attempt_id:
-            attempt = self.store.attempt(request.attempt_id)
-            if attempt is not None and attempt.state == AttemptState.RUNNING:
-                self.store.end_attempt(request.attempt_id, AttemptState.KILLED, why)
-        if request.is_open:
-            self._mark_copy(request_id, CopyState.CANCELLED if request.state is CopyState.PENDING else CopyState.FAILED,
-                            message=why)
-
     # ---- restart --------------------------------------------------------------------------------
 
     def _rebuild_ledger(self) -> None:
@@ -607,7 +428,7 @@ class RegionExecutor(LocalExecutor):
         for record in self.store.live_grants():
             if record.bulk_id.startswith(COPY_PREFIX):  # its thread died with the previous scheduler
                 self.store.record_released(record.bulk_id)
-                self._abandon_copy(record.bulk_id, "the scheduler restarted while this copy ran")
+                self.copies.abandon(record.bulk_id, "the scheduler restarted while this copy ran")
                 continue
             bulk = Bulk(record.bulk_id, record.job_id, record.label,
                         tuple(ResourceProfile.from_dict(p) for p in record.requests) or (UNKNOWN,))
@@ -622,7 +443,7 @@ class RegionExecutor(LocalExecutor):
         for record in self.store.waiting_grants():
             self.store.record_released(record.bulk_id)  # its task instance is queued again by the scheduler
             if record.bulk_id.startswith(COPY_PREFIX):
-                self._abandon_copy(record.bulk_id, "the scheduler restarted before this copy got slots")
+                self.copies.abandon(record.bulk_id, "the scheduler restarted before this copy got slots")
 
     def _check_adopted(self) -> None:
         """Release restored grants once their task instances ended (they have no worker here)."""

@@ -15,22 +15,23 @@ import importlib.util
 import os
 import time
 import uuid
-from typing import Any, Callable, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from airflow.sdk import BaseOperator
 
 from ..config import RegionflowConfig
+from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.graph import REGISTERED_JOBS, JobGraph, load_dag_file_job
 from ..core.plan import Plan
+from ..localfiles import write_json_atomically
 from ..scheduling.hosts import Host
+from ..spark.attempt import Attempt
+from ..spark.backends import configured_backend
 from ..spark.descriptors import DescriptorCache, PartitionLocation
 from ..spark.program import resolve_sink_path
 from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_component
-from ..core.attempts import AttemptState
-from ..localfiles import write_json_atomically
-from ..spark.attempt import Attempt
-from ..spark.backends import configured_backend
 from ..spark.submit import build_py_files
 from ..spark.task import UnitTask
 from ..spark.unit import UnitLayout, job_modules
@@ -107,7 +108,7 @@ class RegionOperator(BaseOperator):
         return {"unit": task.unit_name, "attempt": attempt_id, "winner": winner, "winner_host": settlement.winner_host,
                 "sinks": committed.manifest.get("sinks", {})}
 
-    def _wait_for_copies(self, store: RegionflowStore, prepared: "PreparedUnit", dag_id: str, run_id: str,
+    def _wait_for_copies(self, store: RegionflowStore, prepared: PreparedUnit, dag_id: str, run_id: str,
                          ti: Any, failed: Settlement) -> Settlement:
         """This attempt failed: while a speculative copy of the shard is still open (pending, granted or
         running), wait for it; the shard succeeds if the copy commits."""
@@ -183,7 +184,7 @@ class PreparedUnit:
 
     @classmethod
     def of(cls, dag, run_id: str, mode: str, logical: int, max_shards: int, shard: int,
-           config: RegionflowConfig) -> "PreparedUnit":
+           config: RegionflowConfig) -> PreparedUnit:
         return cls(dag, run_id, mode, logical, max_shards, shard, config)
 
     @property

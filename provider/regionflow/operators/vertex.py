@@ -12,13 +12,14 @@ region. A vertex operator that runs anyway (transform was not called) fails with
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from ..core.graph import Distribution, Exchange, Sink, sink_of
 from ..core.errors import JobGraphError, ResourceError
+from ..core.graph import Distribution, Exchange, Sink, sink_of
 from ..core.resources import UNKNOWN, ResourceProfile
 from ..scheduling.speculation import parse_switch
 
@@ -31,7 +32,7 @@ class ExchangeSpec:
     keys: tuple[str, ...] = ()
     exchange: Exchange | None = None
 
-    def __rrshift__(self, producers: "SparkVertexOperator | Sequence[SparkVertexOperator]") -> "_PendingEdge":
+    def __rrshift__(self, producers: SparkVertexOperator | Sequence[SparkVertexOperator]) -> _PendingEdge:
         listed = _as_list(producers)
         for producer in listed:
             _check_vertex_operand(producer, f"{_name(producer)} >> {self.text}")
@@ -76,11 +77,11 @@ class DeclaredEdge:
 class _PendingEdge:
     """``producers >> spec``, waiting for its consumer."""
 
-    def __init__(self, producers: list["SparkVertexOperator"], spec: ExchangeSpec) -> None:
+    def __init__(self, producers: list[SparkVertexOperator], spec: ExchangeSpec) -> None:
         self.producers = producers
         self.spec = spec
 
-    def __rshift__(self, consumers: "SparkVertexOperator | Sequence[SparkVertexOperator]"):
+    def __rshift__(self, consumers: SparkVertexOperator | Sequence[SparkVertexOperator]):
         consumers_list = _as_list(consumers)
         for consumer in consumers_list:
             _check_vertex_operand(consumer, f"{_names(self.producers)} >> {self.spec.text} >> {_name(consumer)}")

@@ -16,8 +16,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from ..core.errors import SpecError
 

@@ -20,7 +20,8 @@ the number of hosts:
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterator, NamedTuple, Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 from ..core.resources import ResourceProfile
 from .hosts import Host
@@ -44,7 +45,7 @@ def iter_bits(mask: int) -> Iterator[int]:
         mask ^= low
 
 
-def _offer_cost(offer: ResourceProfile) -> tuple:
+def _offer_cost(offer: ResourceProfile) -> tuple[float, ...]:
     """Order classes cheapest first: fewer/smaller extended resources, then less memory, then cpu."""
     extended = offer.extended
     return (len(extended), sum(v for _, v in extended), offer.managed_mib, offer.off_heap_mib,
@@ -262,7 +263,7 @@ class Demand:
         self.fits = tuple(tuple(c for c in order if p.fits_in(offers[c])) for p in self.profiles)
         self.common = tuple(c for c in self.fits[0] if all(c in fit for fit in self.fits[1:]))
         needs: dict[int, int] = {}
-        for count, fit in zip(self.counts, self.fits):
+        for count, fit in zip(self.counts, self.fits, strict=False):
             for klass in fit:
                 needs[klass] = needs.get(klass, 0) + count
         self.needs = tuple(sorted(needs.items()))
@@ -273,7 +274,7 @@ class Demand:
         """(item, class, count) triples covering the demand within per-class `budget`, or None."""
         if len(self.counts) == 1:
             return _assign_one(self.size, self.fits[0], budget)
-        for count, fit in zip(self.counts, self.fits):
+        for count, fit in zip(self.counts, self.fits, strict=False):
             if sum(budget[klass] for klass in fit) < count:
                 return None
         return _assign_many(self.counts, self.fits, budget)

@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from ..core.errors import SpecError
 from ..core.resources import ResourceProfile
@@ -88,7 +89,7 @@ class Host:
         slot: Mapping[str, Any] | None = None,
         master: str | None = None,
         affinity: Iterable[int] | str | None = None,
-    ) -> "Host":
+    ) -> Host:
         """Build a host from keyword fields, applying the module's slot rule and defaults."""
         data: dict[str, Any] = {"name": name, "slots": slots}
         optional = {"cpu": cpu, "mem": mem, "off_heap": off_heap, "managed": managed, "gpu": gpu,
@@ -97,7 +98,7 @@ class Host:
         return cls.from_dict(data)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Host":
+    def from_dict(cls, data: Mapping[str, Any]) -> Host:
         if not isinstance(data, Mapping):
             raise SpecError(f"a host must be an object with at least 'name' and 'slots', got {data!r}")
         label = data.get("name")
@@ -135,13 +136,13 @@ class Cluster:
             seen.add(host.name)
 
     @classmethod
-    def local_default(cls, slots: int | None = None) -> "Cluster":
+    def local_default(cls, slots: int | None = None) -> Cluster:
         """One host ``localhost`` with one slot per cpu core (or `slots`), running ``local[slots]``."""
         count = slots if slots is not None else (os.cpu_count() or 1)
         return cls((Host.of("localhost", count, master=f"local[{count}]"),))
 
     @classmethod
-    def parse(cls, spec: str) -> "Cluster":
+    def parse(cls, spec: str) -> Cluster:
         """Parse the ``--hosts`` text form, or JSON when the text starts with ``[`` or ``{``."""
         text = (spec or "").strip()
         if not text:
@@ -151,7 +152,7 @@ class Cluster:
         return cls.from_dicts(hosts_from_text(text))
 
     @classmethod
-    def from_json(cls, text: str) -> "Cluster":
+    def from_json(cls, text: str) -> Cluster:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -159,7 +160,7 @@ class Cluster:
         return cls.from_dicts(data)
 
     @classmethod
-    def from_dicts(cls, data: Iterable[Mapping[str, Any]] | Mapping[str, Any]) -> "Cluster":
+    def from_dicts(cls, data: Iterable[Mapping[str, Any]] | Mapping[str, Any]) -> Cluster:
         """Load ``[{host}, ...]`` or ``{"hosts": [{host}, ...]}``."""
         hosts: Any = data
         if isinstance(data, Mapping):

@@ -87,7 +87,7 @@ def _affinity_problem(value: Any) -> str | None:
     else:
         ranges = [(core, core) for core in value]
     ordered = sorted(ranges)
-    if any(following[0] <= previous[1] for previous, following in zip(ordered, ordered[1:])):
+    if any(following[0] <= previous[1] for previous, following in zip(ordered, ordered[1:], strict=False)):
         return "lists a core twice; list each core id once"
     return None
 

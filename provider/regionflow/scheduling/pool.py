@@ -89,8 +89,9 @@ import heapq
 import itertools
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from ..core.errors import SpecError
 from ..core.resources import ResourceProfile
@@ -678,7 +679,7 @@ class SlotPool:
         assert positions is not None
         slots: list[SlotRef | None] = [None] * waiting.demand.size
         cursors = [0] * len(positions)
-        for (item, _, _), (host, indices) in zip(placements, taken):
+        for (item, _, _), (host, indices) in zip(placements, taken, strict=False):
             for index in indices:
                 slots[positions[item][cursors[item]]] = slot_refs[host][index]
                 cursors[item] += 1

@@ -27,8 +27,9 @@ import heapq
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Protocol
 
 from ..core.errors import SpecError
 from ..core.resources import ResourceProfile
@@ -59,7 +60,7 @@ class _Pool(Protocol):
 
 
 def bench_pool(bulks: int = 100_000, slots: int = 1000, hosts: int = 100, seed: int = 0,
-               baseline_bulks: int = 10_000, load: float = 1.2, jobs: int = 50) -> dict:
+               baseline_bulks: int = 10_000, load: float = 1.2, jobs: int = 50) -> dict[str, Any]:
     """Run the benchmark and the naive baseline; return the figures as a flat dict."""
     if bulks < 1 or slots < 1 or hosts < 1 or jobs < 1 or load <= 0 or baseline_bulks < 0:
         raise SpecError("bench_pool needs bulks, slots, hosts, jobs >= 1, load > 0 and baseline_bulks >= 0")
@@ -127,7 +128,8 @@ def _random_requests(rng: random.Random) -> tuple[ResourceProfile, ...]:
     return (GPU,) * gpus + (STANDARD,) * (size - gpus)
 
 
-def run_workload(workload: Workload, make_pool: Callable[[Callable[[], float], tuple[Host, ...]], _Pool]) -> dict:
+def run_workload(workload: Workload,
+                 make_pool: Callable[[Callable[[], float], tuple[Host, ...]], _Pool]) -> dict[str, Any]:
     """Discrete-event loop: arrivals submit, finishes release; every call is timed."""
     now = [0.0]
     pool = make_pool(lambda: now[0], workload.hosts)
@@ -168,7 +170,7 @@ def run_workload(workload: Workload, make_pool: Callable[[Callable[[], float], t
     return _figures(latencies, wall_s, released, rejected, max_pending)
 
 
-def _figures(latencies: list[int], wall_s: float, released: int, rejected: int, max_pending: int) -> dict:
+def _figures(latencies: list[int], wall_s: float, released: int, rejected: int, max_pending: int) -> dict[str, Any]:
     inside_s = sum(latencies) / 1e9
     ordered = sorted(latencies)
     return {

@@ -12,10 +12,12 @@ with it (warn, fail the run, lower parallelism) is the caller's decision.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from ..core.resources import ResourceProfile
+
 
 class Shape(Protocol):
     """What the ledger counts: one object per bulk shape, shared by all bulks of that shape.
@@ -51,7 +53,7 @@ class WaitingBulk(NamedTuple):
 class _JobBook:
     outstanding: dict[Shape, int] = field(default_factory=dict)  # shape -> waiting bulks of that shape
     acquired: dict[Shape, int] = field(default_factory=dict)  # shape -> granted bulks of that shape
-    waiting: "OrderedDict[str, WaitingBulk]" = field(default_factory=OrderedDict)
+    waiting: OrderedDict[str, WaitingBulk] = field(default_factory=OrderedDict)
 
 
 class RequirementLedger:

@@ -14,12 +14,12 @@ its subtasks run together. Two allocators:
 """
 from __future__ import annotations
 
-import math
-
 import heapq
 import itertools
+import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,7 +138,7 @@ class _Simulation:
         self.plans = plans
         self.cluster = cluster
         self.now = 0.0
-        self.events: list[tuple[float, int, Any, tuple]] = []
+        self.events: list[tuple[float, int, Any, tuple[Any, ...]]] = []
         self.sequence = itertools.count()
         self.job_names = _unique_job_names(plans)
         self.schedulers = [RegionScheduler(plan) for plan in plans]
@@ -148,7 +148,7 @@ class _Simulation:
         self.peak = 0
         self.failure = ""
 
-    def at(self, when: float, callback, *args) -> None:
+    def at(self, when: float, callback: Callable[..., None], *args: Any) -> None:
         heapq.heappush(self.events, (when, next(self.sequence), callback, args))
 
     def loop(self) -> None:
@@ -166,7 +166,7 @@ class _Simulation:
         self.used += count
         self.peak = max(self.peak, self.used)
 
-    def result(self, stuck_reason) -> SimulationResult:
+    def result(self, stuck_reason: Callable[[], str]) -> SimulationResult:
         completed = not self.failure and all(s.done for s in self.schedulers)
         reason = self.failure or ("" if completed else stuck_reason())
         ends = [run.end for run in self.runs.values() if run.end is not None]
@@ -182,7 +182,7 @@ class _Simulation:
 class _FifoBulkSimulation(_Simulation):
     allocator = "fifo-bulk"
 
-    def __init__(self, plans, cluster, durations) -> None:
+    def __init__(self, plans: list[Plan], cluster: Cluster, durations: dict[str, float]) -> None:
         super().__init__(plans, cluster, durations)
         self.pool = SlotPool(cluster, clock=lambda: self.now)
         self.grant_sizes: dict[str, int] = {}
@@ -231,10 +231,10 @@ class _FifoBulkSimulation(_Simulation):
 class _PerTaskSimulation(_Simulation):
     allocator = "per-task"
 
-    def __init__(self, plans, cluster, durations) -> None:
+    def __init__(self, plans: list[Plan], cluster: Cluster, durations: dict[str, float]) -> None:
         super().__init__(plans, cluster, durations)
         self.free = cluster.total_slots
-        self.queue: list[tuple[tuple, int, int]] = []  # (Airflow order key, job, region)
+        self.queue: list[tuple[tuple[Any, ...], int, int]] = []  # (Airflow order key, job, region)
         self.holding: dict[tuple[int, int], int] = {}
         self.needed: dict[tuple[int, int], int] = {}
 

@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from ..core.attempts import ATTEMPT_END_STATES, AttemptState
 from ..core.errors import SpecError
@@ -120,7 +121,7 @@ class SpeculationConfig:
                 raise rule.error(name, value)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "SpeculationConfig":
+    def from_mapping(cls, values: Mapping[str, Any]) -> SpeculationConfig:
         """Build from airflow.cfg / DAG-param style values; strings are parsed, empty means default."""
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(values) - set(known))
@@ -194,12 +195,12 @@ class SpeculationPolicy:
     @classmethod
     def for_region(cls, vertex_flags: Mapping[str, bool | None], dag_flag: bool,
                    writes_through_committer: bool | Mapping[str, bool],
-                   config: SpeculationConfig = DEFAULT_CONFIG) -> "SpeculationPolicy":
+                   config: SpeculationConfig = DEFAULT_CONFIG) -> SpeculationPolicy:
         enabled, reason = speculation_allowed(vertex_flags, dag_flag, writes_through_committer)
         return cls(enabled, reason, config)
 
     @classmethod
-    def off(cls, reason: str) -> "SpeculationPolicy":
+    def off(cls, reason: str) -> SpeculationPolicy:
         return cls(False, reason)
 
 

@@ -19,11 +19,12 @@ Partition release: a blocking group may be deleted once every consumer unit of i
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Sequence
 
 from ..core.plan import Plan
+from ..core.regions import RegionSet
 from .errors import SchedulingError
 
 
@@ -76,7 +77,7 @@ class RegionScheduler:
 
     # ---- wiring -------------------------------------------------------------------------------------
 
-    def _wire_region_units(self, region_set) -> None:
+    def _wire_region_units(self, region_set: RegionSet) -> None:
         self.group_producers = region_set.group_producers
         self.group_consumers = region_set.group_consumers
         self.consumed: Sequence[Sequence[tuple[int, bool]]] = [region.consumed for region in region_set.regions]
@@ -84,7 +85,7 @@ class RegionScheduler:
         for group, region in region_set.internal_groups.items():
             self.internal_groups.setdefault(region, []).append(group)
 
-    def _wire_shard_units(self, region_set) -> None:
+    def _wire_shard_units(self, region_set: RegionSet) -> None:
         unit_of = [-1] * len(region_set.regions)
         for index, unit in enumerate(self.units):
             for region in unit:

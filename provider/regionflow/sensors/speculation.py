@@ -31,7 +31,8 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow.sdk.bases.sensor import BaseSensorOperator
 

@@ -18,8 +18,9 @@ host). An `AttemptRecorder` (regionflow's store, for Airflow runs) sees the star
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from ..core.attempts import AttemptState, check_attempt_move
 from ..core.errors import RegionflowError
@@ -27,8 +28,15 @@ from ..scheduling.hosts import Host
 from .store import CommittedUnit, PartitionStore
 from .submit import SubmissionResult
 from .task import UnitTask
-from .watch import (DEFAULT_HOST_LOST_TIMEOUT_S, DEFAULT_WATCH_INTERVAL_S, CommitWatcher, MasterWatcher,
-                    Settlement, explain, settle)
+from .watch import (
+    DEFAULT_HOST_LOST_TIMEOUT_S,
+    DEFAULT_WATCH_INTERVAL_S,
+    CommitWatcher,
+    MasterWatcher,
+    Settlement,
+    explain,
+    settle,
+)
 
 
 class HostLost(RegionflowError):
@@ -62,9 +70,9 @@ class Backend(Protocol):
 class AttemptRecorder(Protocol):
     """Sees an attempt start and end (regionflow's store, for the Airflow UI and the sensor)."""
 
-    def started(self, attempt: "Attempt") -> None: ...
+    def started(self, attempt: Attempt) -> None: ...
 
-    def ended(self, attempt: "Attempt", outcome: "AttemptOutcome") -> None: ...
+    def ended(self, attempt: Attempt, outcome: AttemptOutcome) -> None: ...
 
 
 @dataclass(frozen=True)

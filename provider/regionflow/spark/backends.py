@@ -7,7 +7,8 @@ that does not answer makes the host lost at once.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..scheduling.hosts import Host
 from .attempt import Backend, HostLost
@@ -73,12 +74,12 @@ class SessionBackend:
         return SessionSubmission(task, server.url, slots, self.job_conf, on_line=on_line)
 
 
-def configured_servers(config: "RegionflowConfig") -> SessionServers:
+def configured_servers(config: RegionflowConfig) -> SessionServers:
     """The Spark Connect servers ``[regionflow]`` describes: hosts, state dir and base port."""
     return SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
 
 
-def configured_backend(config: "RegionflowConfig", job_conf: Mapping[str, str],
+def configured_backend(config: RegionflowConfig, job_conf: Mapping[str, str],
                        py_files: Callable[[], Sequence[str]], *, forward_output: bool = True) -> Backend:
     """The backend ``[regionflow] backend`` names, for attempts of one job (its conf and modules).
     `py_files` gives the job's modules as files for spark-submit's ``--py-files``; it is called only by

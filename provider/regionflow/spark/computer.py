@@ -18,8 +18,18 @@ from ..core.plan import Plan
 from ..core.topology import ExecutionEdge
 from .api import TaskContext
 from .descriptors import load_descriptor
-from .exchange import (BUCKET_COLUMN, ROUTING_COLUMNS, SUBTASK_COLUMN, UNIT_COLUMN, Span, consumers_fed,
-                       missing_keys, only_buckets, with_bucket, with_unit)
+from .exchange import (
+    BUCKET_COLUMN,
+    ROUTING_COLUMNS,
+    SUBTASK_COLUMN,
+    UNIT_COLUMN,
+    Span,
+    consumers_fed,
+    missing_keys,
+    only_buckets,
+    with_bucket,
+    with_unit,
+)
 from .store import PartitionStore, SinkCommitter, join, partition_relpath
 from .task import UnitTask
 

@@ -22,8 +22,9 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from ..core.errors import RegionflowError
 from ..localfiles import write_json_atomically, write_text_atomically

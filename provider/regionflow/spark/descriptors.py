@@ -25,8 +25,9 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from ..core.errors import RegionflowError, SpecError
 from .store import FileSystem, filesystem_for, join, write_atomically
@@ -94,7 +95,7 @@ def deserialise(data: bytes) -> list[PartitionLocation]:
     columns = (producers, document["host"], document["dir"], leaves)
     if any(len(column) != document["n"] for column in columns):
         raise ValueError(f"descriptor columns disagree on the location count {document['n']}")
-    return [PartitionLocation(p, hosts[h], dirs[d] + leaf) for p, h, d, leaf in zip(*columns)]
+    return [PartitionLocation(p, hosts[h], dirs[d] + leaf) for p, h, d, leaf in zip(*columns, strict=False)]
 
 
 def _leaf_column(producers: list[int], leaves: list[str]) -> str | list[str] | None:
@@ -102,7 +103,7 @@ def _leaf_column(producers: list[int], leaves: list[str]) -> str | list[str] | N
     usual case), None for leaves that are ``p<producer>``, else the whole column."""
     if leaves and all(leaf == leaves[0] for leaf in leaves):
         return leaves[0]
-    if all(leaf == f"p{producer}" for producer, leaf in zip(producers, leaves)):
+    if all(leaf == f"p{producer}" for producer, leaf in zip(producers, leaves, strict=False)):
         return None
     return leaves
 

@@ -39,10 +39,10 @@ class Span:
     def count(self) -> int:
         return self.end - self.first
 
-    def covers(self, other: "Span") -> bool:
+    def covers(self, other: Span) -> bool:
         return self.first <= other.first and other.end <= self.end
 
-    def overlaps(self, other: "Span") -> bool:
+    def overlaps(self, other: Span) -> bool:
         return self.first < other.end and other.first < self.end
 
 
@@ -106,7 +106,7 @@ def with_unit(frame, unit_runs: list[tuple[int, int]]):
         return frame.withColumn(UNIT_COLUMN, F.lit(unit_runs[0][1]))
     bucket = F.col(BUCKET_COLUMN)
     unit = F.when(bucket < unit_runs[1][0], F.lit(unit_runs[0][1]))
-    for (_, current), (following, _) in zip(unit_runs[1:], unit_runs[2:]):
+    for (_, current), (following, _) in zip(unit_runs[1:], unit_runs[2:], strict=False):
         unit = unit.when(bucket < following, F.lit(current))
     return frame.withColumn(UNIT_COLUMN, unit.otherwise(F.lit(unit_runs[-1][1])))
 

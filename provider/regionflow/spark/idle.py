@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Collection
+from collections.abc import Callable, Collection
 
 from .connect import SessionServers
 

@@ -16,14 +16,15 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, cast
+from typing import Any, cast
 
+from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
 from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
-from ..core.attempts import AttemptState
 from .attempt import Attempt, AttemptOutcome, Backend, result_reason
 from .backends import SessionBackend, SubmitBackend
 from .connect import SessionServers

@@ -18,7 +18,8 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .program import EXIT_VERTEX_FAILED, VertexFailure, run_unit
 from .submit import SubmissionResult

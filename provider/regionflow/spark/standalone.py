@@ -26,12 +26,19 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..core.errors import RegionflowError
-from .submit import (LOOPBACK, kill_process_group, process_group_members, spark_child_env, spark_home,
-                     terminate_process_group)
+from .submit import (
+    LOOPBACK,
+    kill_process_group,
+    process_group_members,
+    spark_child_env,
+    spark_home,
+    terminate_process_group,
+)
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -100,7 +107,7 @@ class StandaloneCluster:
 
     # -- lifecycle --
 
-    def start(self) -> "StandaloneCluster":
+    def start(self) -> StandaloneCluster:
         """Start master and workers; return once every worker is ALIVE, else stop and raise."""
         if self._daemons:
             raise StandaloneClusterError(f"the standalone cluster in {self.work_dir} is already started")
@@ -136,7 +143,7 @@ class StandaloneCluster:
             kill_process_group(daemon.process.pid)
         self.stop(grace_seconds=1)
 
-    def __enter__(self) -> "StandaloneCluster":
+    def __enter__(self) -> StandaloneCluster:
         return self.start()
 
     def __exit__(self, *exc_info: Any) -> None:

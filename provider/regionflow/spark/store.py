@@ -40,8 +40,9 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from ..core.errors import RegionflowError

@@ -65,9 +65,10 @@ import sys
 import threading
 import time
 import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from ..core.errors import RegionflowError
 from ..core.resources import ResourceProfile
@@ -117,7 +118,7 @@ class SparkNotInstalled(RegionflowError):
 class SubmissionFailed(RegionflowError):
     """A Spark application ended unsuccessfully (raised only with ``raise_on_failure``)."""
 
-    def __init__(self, message: str, result: "SubmissionResult") -> None:
+    def __init__(self, message: str, result: SubmissionResult) -> None:
         super().__init__(message)
         self.result = result
 

@@ -49,7 +49,7 @@ class UnitTask:
         return write_json_atomically(path, asdict(self))
 
     @classmethod
-    def read(cls, path: str) -> "UnitTask":
+    def read(cls, path: str) -> UnitTask:
         try:
             with open(path, encoding="utf-8") as handle:
                 data = json.load(handle)

@@ -9,7 +9,7 @@ program all derive the same layout from the same plan, so they agree on every ke
 from __future__ import annotations
 
 import os
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..core.plan import Plan, Shard
 from ..core.resources import ResourceProfile

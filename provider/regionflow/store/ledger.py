@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import Select, delete, func, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
@@ -31,12 +32,12 @@ from .errors import SlotConflictError, StateTransitionError, StoreError, Unknown
 from .models import SCHEMA_VERSION, Attempt, Base, BlockEntry, Commit, CopyRequest, Grant, Metric, SchemaVersion
 from .records import (
     ATTEMPT_END_STATES,
+    COPY_OPEN_STATES,
+    COPY_TRANSITIONS,
     GRANT_TRANSITIONS,
     AttemptRecord,
     AttemptState,
     BlockRecord,
-    COPY_OPEN_STATES,
-    COPY_TRANSITIONS,
     CommitRecord,
     CopyRequestRecord,
     CopyState,

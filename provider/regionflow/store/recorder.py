@@ -25,14 +25,14 @@ class StoreRecorder:
     bulk_id: str | None = None
     speculative: bool = False
 
-    def started(self, attempt: "Attempt") -> None:
+    def started(self, attempt: Attempt) -> None:
         """The attempt runs on its host."""
         self.store.start_attempt(attempt_id=attempt.attempt_id, bulk_id=self.bulk_id, dag_id=self.dag_id,
                                  run_id=self.run_id, task_id=self.task_id, map_index=self.map_index,
                                  unit_key=attempt.task.unit_key, host=attempt.host.name,
                                  speculative=self.speculative)
 
-    def ended(self, attempt: "Attempt", outcome: "AttemptOutcome") -> None:
+    def ended(self, attempt: Attempt, outcome: AttemptOutcome) -> None:
         """The attempt ended as `outcome.state`, with its failure text (cut to the column's size)."""
         message = None if outcome.failure is None else outcome.failure[:MESSAGE_LIMIT]
         self.store.end_attempt(attempt.attempt_id, outcome.state.value, message)

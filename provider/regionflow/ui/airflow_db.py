@@ -19,9 +19,8 @@ _plans: dict[tuple[str, str], dict[str, Any] | None] = {}
 def run_state(session: Any, dag_id: str, run_id: str) -> str | None:
     """The DAG run's state, or None for an unknown run. regionflow's store cannot say it: between two
     tasks of a running DAG run no grant or attempt of it is live."""
-    from sqlalchemy import select
-
     from airflow.models.dagrun import DagRun
+    from sqlalchemy import select
 
     state = session.scalar(select(DagRun.state).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
     return None if state is None else _text(state)
@@ -29,9 +28,8 @@ def run_state(session: Any, dag_id: str, run_id: str) -> str | None:
 
 def task_instances(session: Any, dag_id: str, run_id: str) -> list[TaskInstanceRow]:
     """Every task instance of the run (each shard of a mapped task is one), with its state and times."""
-    from sqlalchemy import select
-
     from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import select
 
     query = select(TaskInstance.task_id, TaskInstance.map_index, TaskInstance.state, TaskInstance.start_date,
                    TaskInstance.end_date).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)

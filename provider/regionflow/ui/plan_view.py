@@ -9,8 +9,9 @@ and how many of its shards wait for or hold slots (from regionflow's store).
 from __future__ import annotations
 
 import graphlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..core.graph import JobGraph
 from ..core.modes import ExchangeMode
@@ -57,7 +58,7 @@ def plan_view(reference: Mapping[str, Any], dag_id: str, mode: str | ExchangeMod
     states = _task_states(task_instances) if run_id and not preview else {}
     slots = slots or {}
     regions = []
-    for logical, column in zip(plan.region_set.logical, _columns(plan, region_of)):
+    for logical, column in zip(plan.region_set.logical, _columns(plan, region_of), strict=False):
         task_id = plan.region_task_id(logical.index)
         members = logical.regions
         region: dict[str, Any] = {

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..scheduling.hosts import Cluster
 from ..scheduling.speculation import METRIC_PREFIX
