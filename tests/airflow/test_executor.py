@@ -96,15 +96,14 @@ def test_restart_rebuilds_the_ledger_so_no_slot_is_granted_twice(settings, monke
     # the scheduler dies; a new one starts with a new executor on the same store
     restarted = executor(monkeypatch)
     finished = {"value": False}
-    monkeypatch.setattr("regionflow.executors.region_executor.task_instance_finished", lambda ti_id: finished["value"])
-    restarted._rebuild_ledger()
+    restarted.recovery.finished = lambda ti_id: finished["value"]  # Airflow's metadata, as the test sets it
+    restarted.recovery.rebuild()
     assert restarted.pool.free_slots() == 1
     newcomer = workload(slots=2, task_id="next")
     queue(restarted, newcomer)
     assert not restarted.activity_queue  # the old grant still holds 3 of the 4 slots
     finished["value"] = True
-    restarted._adopted_checked = 0.0
-    restarted._check_adopted()
+    restarted.recovery.release_ended(restarted._release)
     assert [w.ti.task_id for w in restarted.activity_queue] == ["next"]
 
 

@@ -181,10 +181,11 @@ def test_a_fault_when_recording_the_release_still_frees_the_slots(settings, monk
 def test_no_entry_point_raises_into_the_scheduler(settings, monkeypatch):  # noqa: F811
     ex = executor(monkeypatch)
     boom = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom"))  # noqa: E731
-    for step in ("_mirror_blocklist", "_poll_pool", "_check_adopted", "_check_held", "_notice_starving_jobs"):
+    for step in ("_poll_pool", "_check_held", "_notice_starving_jobs"):
         monkeypatch.setattr(ex, step, boom)
-    for step in ("finish_ended", "take_requests"):
-        monkeypatch.setattr(ex.copies, step, boom)
+    for part, step in ((ex.copies, "finish_ended"), (ex.copies, "take_requests"), (ex.blocklist, "mirror"),
+                       (ex.recovery, "release_ended")):
+        monkeypatch.setattr(part, step, boom)
     monkeypatch.setattr(ex, "_read_results", boom)
     ex.sync()
     ex.heartbeat()
@@ -199,7 +200,7 @@ def test_a_restored_grant_serves_the_try_when_the_new_scheduler_queues_it_again(
     task = workload(slots=3, task_id="long")
     queue(ex, task)
     restarted = executor(monkeypatch)
-    restarted._rebuild_ledger()
+    restarted.recovery.rebuild()
     queue(restarted, task.model_copy(deep=True))
     assert len(restarted.activity_queue) == 1 and restarted.pool.free_slots() == 1
     restarted.change_state(task.key, SUCCESS)

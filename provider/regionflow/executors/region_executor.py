@@ -32,12 +32,12 @@ from airflow.executors.local_executor import LocalExecutor
 from airflow.executors.workloads import ExecuteTask
 from airflow.utils.state import TaskInstanceState
 
+from ..airflow_internals import hand_to_local_workers
 from ..config import RegionflowConfig
 from ..contract import ContractError, NoSlots, RegionSlots, TaskContract, from_executor_config
 from ..core.errors import RegionflowError
-from ..core.resources import UNKNOWN, ResourceProfile
-from ..scheduling.capacity import SlotRef
-from ..scheduling.errors import SchedulingError, UnfulfillableBulk
+from ..core.resources import UNKNOWN
+from ..scheduling.errors import UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from ..spark.backends import configured_servers
 from ..spark.idle import IdleServerReaper
@@ -45,10 +45,9 @@ from ..store import (
     GrantState,
     RegionflowStore,
     SlotConflictError,
-    StoreError,
     bulk_id_for,
 )
-from .copies import COPY_PREFIX, CopyRunner
+from .copies import CopyRunner
 from .guest import (
     FINISHED_STATES,
     STILL_QUEUED,
@@ -59,8 +58,8 @@ from .guest import (
     task_instance_states,
 )
 from .metrics import PoolMetrics
+from .recovery import BlocklistMirror, GrantRecovery
 
-ADOPTED_CHECK_INTERVAL_S = 5.0
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] session_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
 
@@ -78,14 +77,13 @@ class RegionExecutor(LocalExecutor):
         self.held: dict[str, ExecuteTask] = {}  # bulk id -> workload waiting for its grant
         self.waiting: dict[Any, str] = {}  # task instance key -> bulk id of its waiting admission
         self.granted: dict[Any, str] = {}  # task instance key -> bulk id of its live grant
-        self.adopted: dict[str, str] = {}  # bulk id -> task instance id, granted before a restart
         self.runs: dict[Any, int] = {}  # task instance key -> runs handed to the workers, end not yet read
         self._noticed_jobs: set[str] = set()
-        self._adopted_checked = 0.0
         self._held_checked = 0.0
         self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
                                  release=self._release)  # speculative copies
-        self._mirrored_blocks: dict[tuple[str, str], float] = {}  # (job, host) -> store expiry mirrored
+        self.recovery = GrantRecovery(self.store, self.pool, self.copies, self.log, task_instance_finished)
+        self.blocklist = BlocklistMirror(self.store, self.pool, self.log)
         self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
         self._idle_checked = 0.0
 
@@ -95,7 +93,7 @@ class RegionExecutor(LocalExecutor):
 
     def start(self) -> None:
         super().start()
-        guarded(self.log, "restoring the grants of a previous scheduler", self._rebuild_ledger)
+        guarded(self.log, "restoring the grants of a previous scheduler", self.recovery.rebuild)
         guarded(self.log, "checking Airflow's limits", self._warn_about_airflow_limits)
         self.log.info("RegionExecutor: %s", self.rf_config.cluster.describe_capacity())
 
@@ -181,7 +179,7 @@ class RegionExecutor(LocalExecutor):
                                   map_index=ti.map_index, job_id=bulk.job_id, label=bulk.label,
                                   requests=[p.to_dict() for p in bulk.requests])
         if record.state is GrantState.GRANTED:
-            if self.adopted.pop(record.bulk_id, None) is not None:  # granted before a scheduler restart
+            if self.recovery.adopted.pop(record.bulk_id, None) is not None:  # granted before a scheduler restart
                 self.granted[key] = record.bulk_id
                 self.store.record_reused(record.bulk_id, f"re-queued at {_now()} after a scheduler restart: "
                                                          f"the restored grant was reused")
@@ -255,7 +253,7 @@ class RegionExecutor(LocalExecutor):
     def _release_stale_rows(self) -> int:
         stale = [record.bulk_id for record in self.store.live_grants()
                  if self.pool.grant_of(record.bulk_id) is None and record.bulk_id not in self.copies.running
-                 and record.bulk_id not in self.adopted]
+                 and record.bulk_id not in self.recovery.adopted]
         for bulk_id in stale:
             self.store.record_released(bulk_id, "stale: its release had not been recorded")
             self.log.warning("RegionExecutor: released the stale ledger row of %s", bulk_id)
@@ -267,10 +265,7 @@ class RegionExecutor(LocalExecutor):
         workload.token = workload.generate_token(str(workload.ti.id), self.jwt_generator)
         self.runs[key] = self.runs.get(key, 0) + 1
         self.running.add(key)
-        self.activity_queue.put(workload)
-        with self._unread_messages:
-            self._unread_messages.value += 1
-        self._check_workers()
+        hand_to_local_workers(self, workload)
 
     def _reject(self, workload: ExecuteTask, bulk: Bulk, message: str) -> None:
         self.log.error("RegionExecutor rejects %s: %s", bulk.label, message)
@@ -354,11 +349,11 @@ class RegionExecutor(LocalExecutor):
     def sync(self) -> None:
         guarded(self.log, "reading the workers' results", super().sync)
         for what, step in (("finishing speculative copies", self.copies.finish_ended),
-                           ("mirroring the blocklist", self._mirror_blocklist),
+                           ("mirroring the blocklist", self.blocklist.mirror),
                            ("taking copy requests", self.copies.take_requests),
                            ("polling the slot pool", self._poll_pool),
                            ("noticing starving jobs", self._notice_starving_jobs),
-                           ("checking restored grants", self._check_adopted),
+                           ("checking restored grants", lambda: self.recovery.release_ended(self._release)),
                            ("checking waiting task instances", self._check_held),
                            ("stopping idle Spark Connect servers", self._stop_idle_servers),
                            ("reporting the pool's metrics", lambda: self.metrics.gauges(self.pool))):
@@ -398,63 +393,6 @@ class RegionExecutor(LocalExecutor):
             if notice.job_id not in self._noticed_jobs:
                 self._noticed_jobs.add(notice.job_id)
                 self.log.warning("RegionExecutor: not enough resources: %s", notice.message)
-
-    # ---- the blocklist ------------------------------------------------------------------------------
-
-    def _mirror_blocklist(self) -> None:
-        """Copy the store's live (job, host) entries (written by speculation sensors) into the pool."""
-        try:
-            entries = self.store.active_blocks()
-        except StoreError as error:
-            self.log.warning("RegionExecutor: cannot read the blocklist: %s", error)
-            return
-        now = time.time()
-        for entry in entries:
-            key = (entry.job_id, entry.host)
-            if self._mirrored_blocks.get(key, 0.0) >= entry.expires_at:
-                continue
-            self._mirrored_blocks[key] = entry.expires_at
-            self.pool.block(entry.job_id, entry.host, max(0.001, entry.expires_at - now))
-            self.log.info("RegionExecutor: host %s blocklisted for %s for %.0f s (%s)", entry.host, entry.job_id,
-                          entry.expires_at - now, entry.reason)
-        for key, expires_at in list(self._mirrored_blocks.items()):
-            if expires_at <= now:
-                del self._mirrored_blocks[key]
-
-    # ---- restart --------------------------------------------------------------------------------
-
-    def _rebuild_ledger(self) -> None:
-        """Re-take the slots of grants a previous scheduler made for task instances that still run."""
-        for record in self.store.live_grants():
-            if record.bulk_id.startswith(COPY_PREFIX):  # its thread died with the previous scheduler
-                self.store.record_released(record.bulk_id)
-                self.copies.abandon(record.bulk_id, "the scheduler restarted while this copy ran")
-                continue
-            bulk = Bulk(record.bulk_id, record.job_id, record.label,
-                        tuple(ResourceProfile.from_dict(p) for p in record.requests) or (UNKNOWN,))
-            try:
-                self.pool.restore(bulk, [SlotRef(host, index) for host, index in record.slots])
-            except SchedulingError as error:
-                self.log.error("RegionExecutor: cannot restore grant %s: %s", record.bulk_id, error)
-                continue
-            self.adopted[record.bulk_id] = record.bulk_id.partition(":")[0]
-        if self.adopted:
-            self.log.info("RegionExecutor: restored %d grant(s) of running task instances", len(self.adopted))
-        for record in self.store.waiting_grants():
-            self.store.record_released(record.bulk_id)  # its task instance is queued again by the scheduler
-            if record.bulk_id.startswith(COPY_PREFIX):
-                self.copies.abandon(record.bulk_id, "the scheduler restarted before this copy got slots")
-
-    def _check_adopted(self) -> None:
-        """Release restored grants once their task instances ended (they have no worker here)."""
-        now = time.monotonic()
-        if not self.adopted or now - self._adopted_checked < ADOPTED_CHECK_INTERVAL_S:
-            return
-        self._adopted_checked = now
-        for bulk_id, ti_id in list(self.adopted.items()):
-            if task_instance_finished(ti_id):
-                del self.adopted[bulk_id]
-                self._release(bulk_id)
 
     def _warn_about_airflow_limits(self) -> None:
         from airflow.configuration import conf

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ..airflow_internals import capture_hook_log, hook_process
 from ..core.errors import RegionflowError
 from ..core.resources import ResourceProfile
 
@@ -746,8 +747,7 @@ class RegionSubmission:
         hook = self.make_hook()
         started = time.monotonic()
         capture = _CapturingLog(hook.log, self._tail_lines, self._on_line, started, self.forward_output)
-        # LoggingMixin caches the logger per instance in `_log`; a stand-in there sees every line.
-        hook._log = capture
+        capture_hook_log(hook, capture)  # a stand-in logger sees every line spark-submit prints
         self._hook = hook
         error = None
         try:
@@ -790,7 +790,7 @@ class RegionSubmission:
 
     def _process(self) -> Any:
         hook = self._hook
-        return getattr(hook, "_submit_sp", None) if hook is not None else None
+        return hook_process(hook) if hook is not None else None
 
     def _process_exited(self) -> bool:
         process = self._process()
