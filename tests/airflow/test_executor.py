@@ -59,7 +59,7 @@ def test_whole_bulks_only_oldest_first_and_tokens_reminted(settings, monkeypatch
     queue(ex, small, big, one)
     assert [w.ti.task_id for w in ex.activity_queue] == ["three"]  # big waits; plain may not jump it
     assert ex.activity_queue[0].token != "old"
-    assert not ex.queued_tasks and set(ex.held) == {big.ti.id.__str__() + ":1", one.ti.id.__str__() + ":1"}
+    assert not ex.queued_tasks and set(ex.gate.held) == {big.ti.id.__str__() + ":1", one.ti.id.__str__() + ":1"}
     ex.change_state(small.key, TaskInstanceState.SUCCESS)
     assert [w.ti.task_id for w in ex.activity_queue] == ["three", "four"]
     ex.change_state(big.key, TaskInstanceState.FAILED)
@@ -81,7 +81,7 @@ def test_unfulfillable_bulk_fails_at_once_with_the_message_in_the_task_log(setti
     ex = executor(monkeypatch)
     too_big = workload(slots=5, task_id="huge")
     queue(ex, too_big)
-    assert not ex.activity_queue and not ex.held
+    assert not ex.activity_queue and not ex.gate.held
     state, info = ex.event_buffer[too_big.key]
     assert state == TaskInstanceState.FAILED and "needs 5 slots" in info and "4 slots" in info
     log = (settings / "logs" / "dag_id=d" / "huge.log").read_text()

@@ -152,7 +152,7 @@ def test_store_blocklist_entries_are_mirrored_into_the_pool(settings, store, mon
     assert set(ex.pool.blocklist.hosts_for("d/r1")) == {"a"}
     plain = workload(slots=2, task_id="plain")  # d/r1's next region lands on b only
     queue(ex, plain)
-    grant = ex.pool.grant_of(ex.granted[plain.key])
+    grant = ex.pool.grant_of(ex.gate.granted[plain.key])
     assert {slot.host for slot in grant.slots} == {"b"}
 
 

@@ -41,7 +41,7 @@ def test_deferral_releases_the_slots_and_the_resumed_try_is_a_second_admission(s
     assert [w.ti.task_id for w in ex.activity_queue] == ["wait", "other", "wait"]
     ex.change_state(sensor.key, SUCCESS)
     assert admissions(settings, sensor) == [("1", "released"), ("1/2", "released")]
-    assert ex.pool.free_slots() == 4 and not ex.granted and not ex.held and not ex.runs
+    assert ex.pool.free_slots() == 4 and not ex.gate.granted and not ex.gate.held and not ex.gate.runs
 
 
 def test_three_reschedule_pokes_are_three_admissions_of_one_try(settings, monkeypatch):  # noqa: F811
@@ -61,7 +61,7 @@ def test_requeue_before_the_previous_end_is_read_reuses_the_live_grant(settings,
     sensor = workload(slots=2, task_id="poke")
     queue(ex, sensor)
     requeue(ex, sensor)  # the poke's end is still in the result queue when the next poke is queued
-    assert len(ex.activity_queue) == 2 and ex.runs[sensor.key] == 2
+    assert len(ex.activity_queue) == 2 and ex.gate.runs[sensor.key] == 2
     ex.change_state(sensor.key, SUCCESS)  # the first poke's late end: not reported, slots kept
     assert sensor.key not in ex.event_buffer and ex.pool.free_slots() == 2
     ex.change_state(sensor.key, SUCCESS)
@@ -119,7 +119,7 @@ def test_a_cleared_waiting_try_is_withdrawn(settings, monkeypatch):  # noqa: F81
     monkeypatch.setattr("regionflow.executors.region_executor.task_instance_states",
                         lambda ids: {str(cleared.ti.id): (None, 2)})
     ex.sync()
-    assert not ex.held and admissions(settings, cleared) == [("1", "released")]
+    assert not ex.gate.held and admissions(settings, cleared) == [("1", "released")]
 
 
 def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings, monkeypatch):  # noqa: F811
@@ -127,7 +127,7 @@ def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings, monkeypatc
     blocker, stuck = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="stuck")
     queue(ex, blocker, stuck)
     ex.fail(stuck.key)
-    assert not ex.held and ex.event_buffer[stuck.key][0] == FAILED
+    assert not ex.gate.held and ex.event_buffer[stuck.key][0] == FAILED
     assert admissions(settings, stuck) == [("1", "released")]
 
 
@@ -137,7 +137,7 @@ def test_revoke_is_declined_as_airflow_expects_from_executors_that_cannot_revoke
     queue(ex, workload(slots=4, task_id="blocker"), waiting)
     with pytest.raises(NotImplementedError):
         ex.revoke_task(ti=waiting.ti)
-    assert ex.pool.is_waiting(ex.waiting[waiting.key])  # keeps its place
+    assert ex.pool.is_waiting(ex.gate.waiting[waiting.key])  # keeps its place
 
 
 def test_a_store_fault_fails_that_task_only_and_the_executor_goes_on(settings, monkeypatch):  # noqa: F811

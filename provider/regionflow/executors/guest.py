@@ -1,8 +1,8 @@
 """What the RegionExecutor needs from its host, Airflow's scheduler process, in one place.
 
-- `guarded`: every call the scheduler makes into the executor goes through it (or an equivalent
-  try/except that fails one task), so an exception of regionflow's is logged, never raised into the
-  scheduler loop.
+- `guarded` (from `guard`): every call the scheduler makes into the executor goes through it (or an
+  equivalent try/except that fails one task), so an exception of regionflow's is logged, never raised
+  into the scheduler loop.
 - `append_task_log`: a line in the task try's log file, where the UI shows it, for a task the
   executor fails or withdraws without a worker ever running it.
 - `task_instance_states` / `task_instance_finished`: reads of Airflow's metadata database through
@@ -17,13 +17,14 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from airflow.exceptions import AirflowConfigException
 from airflow.utils.state import TaskInstanceState
 
 from ..core.errors import RegionflowError
+from .guard import guarded  # noqa: F401 - re-exported: the executor's guests call it from here
 
 FINISHED_STATES = frozenset({TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.UPSTREAM_FAILED,
                              TaskInstanceState.SKIPPED, TaskInstanceState.REMOVED})
@@ -39,15 +40,6 @@ class RegionflowConfigError(AirflowConfigException, RegionflowError):
     as Airflow's own config errors are; raised (not chained) from the executor's ``__init__``, so the
     scheduler exits and the last line of its output is this one line: the option, its value, where it
     was set (airflow.cfg or an ``AIRFLOW__REGIONFLOW__*`` variable) and the rule."""
-
-
-def guarded(log: logging.Logger | Any, what: str, action: Callable[..., T], *args: Any) -> T | None:
-    """Run `action(*args)`; an exception is logged with `what` and swallowed (returns None)."""
-    try:
-        return action(*args)
-    except Exception:  # noqa: BLE001 - the scheduler loop must never see our exceptions
-        log.exception("RegionExecutor: unexpected error while %s; the scheduler goes on", what)
-        return None
 
 
 def append_task_log(workload: Any, message: str, level: str = "error") -> None:

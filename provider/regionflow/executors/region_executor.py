@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from airflow.executors.local_executor import LocalExecutor
@@ -34,19 +33,15 @@ from airflow.utils.state import TaskInstanceState
 
 from ..airflow_internals import hand_to_local_workers
 from ..config import RegionflowConfig
-from ..contract import ContractError, NoSlots, RegionSlots, TaskContract, from_executor_config
+from ..contract import ContractError, from_executor_config
 from ..core.errors import RegionflowError
-from ..core.resources import UNKNOWN
-from ..scheduling.errors import UnfulfillableBulk
-from ..scheduling.pool import Bulk, Grant, SlotPool
+from ..scheduling.pool import Grant, SlotPool
 from ..spark.backends import configured_servers
 from ..spark.idle import IdleServerReaper
 from ..store import (
-    GrantState,
     RegionflowStore,
-    SlotConflictError,
-    bulk_id_for,
 )
+from .admission import AdmissionGate, Try
 from .copies import CopyRunner
 from .guest import (
     FINISHED_STATES,
@@ -74,16 +69,14 @@ class RegionExecutor(LocalExecutor):
                              resource_wait_timeout_s=self.rf_config.resource_wait_timeout)
         self.store = RegionflowStore.from_config(self.rf_config.store_url)
         self.metrics = PoolMetrics()
-        self.held: dict[str, ExecuteTask] = {}  # bulk id -> workload waiting for its grant
-        self.waiting: dict[Any, str] = {}  # task instance key -> bulk id of its waiting admission
-        self.granted: dict[Any, str] = {}  # task instance key -> bulk id of its live grant
-        self.runs: dict[Any, int] = {}  # task instance key -> runs handed to the workers, end not yet read
         self._noticed_jobs: set[str] = set()
         self._held_checked = 0.0
         self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
                                  release=self._release)  # speculative copies
         self.recovery = GrantRecovery(self.store, self.pool, self.copies, self.log, task_instance_finished)
         self.blocklist = BlocklistMirror(self.store, self.pool, self.log)
+        self.gate = AdmissionGate(self.pool, self.store, _AirflowWorkers(self), copies=self.copies,
+                                  recovery=self.recovery, metrics=self.metrics, log=self.log)
         self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
         self._idle_checked = 0.0
 
@@ -105,13 +98,7 @@ class RegionExecutor(LocalExecutor):
         guarded(self.log, "terminating", super().terminate)
 
     def _leave_waiting(self) -> None:
-        # held workloads stay QUEUED in the database; the next scheduler queues them again
-        if self.held:
-            self.log.info("RegionExecutor: leaving %d waiting task instance(s) queued", len(self.held))
-        for bulk_id in list(self.held):
-            self.pool.cancel(bulk_id)
-        self.held.clear()
-        self.waiting.clear()
+        self.gate.leave_waiting()
 
     def heartbeat(self) -> None:
         guarded(self.log, "heartbeat", super().heartbeat)
@@ -146,9 +133,9 @@ class RegionExecutor(LocalExecutor):
             if isinstance(workload, ExecuteTask):
                 self.queued_tasks.pop(workload.key, None)
                 try:
-                    self._admit(workload)
+                    self.gate.admit(workload, _try_of(workload))
                 except ContractError as error:  # a DAG serialized by another regionflow, say: fail the task
-                    self._fail_task(workload, f"regionflow: {error}")
+                    self.gate.fail(workload, workload.key, f"regionflow: {error}")
                 except Exception as error:  # noqa: BLE001 - fail the task, not the scheduler
                     self._fail_unexpected(workload, "admitting it to the slot pool", error)
             else:
@@ -156,195 +143,24 @@ class RegionExecutor(LocalExecutor):
         if others:
             guarded(self.log, "handing callbacks to the workers", super()._process_workloads, others)
 
-    def _admit(self, workload: ExecuteTask) -> None:
-        """One workload from the scheduler: a new try, or the same try queued again (see README)."""
-        key = workload.key
-        if self._runs_without_slots(workload):  # speculation sensors: a few store reads per poke
-            self._hand_over(workload)
-            return
-        live = self.granted.get(key)
-        if live is not None:
-            # The scheduler queued this try again (resume, reschedule poke) before we read the end of its
-            # previous run: that run has left the slots (Airflow queues a try again only once its process
-            # reported), so the live grant serves the new run and the late end is not reported.
-            self.store.record_reused(live, f"re-queued at {_now()} while granted: the live grant was reused")
-            self._hand_over(workload)
-            return
-        if key in self.waiting:  # queued twice while waiting: it keeps its place, with the newest token
-            self.held[self.waiting[key]] = workload
-            return
-        ti = workload.ti
-        bulk = self._bulk_for(workload)
-        record = self.store.admit(ti.id, ti.try_number, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
-                                  map_index=ti.map_index, job_id=bulk.job_id, label=bulk.label,
-                                  requests=[p.to_dict() for p in bulk.requests])
-        if record.state is GrantState.GRANTED:
-            if self.recovery.adopted.pop(record.bulk_id, None) is not None:  # granted before a scheduler restart
-                self.granted[key] = record.bulk_id
-                self.store.record_reused(record.bulk_id, f"re-queued at {_now()} after a scheduler restart: "
-                                                         f"the restored grant was reused")
-                self._hand_over(workload)
-                return
-            self.store.record_released(record.bulk_id, "stale: no scheduler holds this grant any more")
-            record = self.store.admit(ti.id, ti.try_number, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
-                                      map_index=ti.map_index, job_id=bulk.job_id, label=bulk.label,
-                                      requests=[p.to_dict() for p in bulk.requests])
-        bulk = replace(bulk, bulk_id=record.bulk_id)
-        try:
-            grants = self.pool.submit(bulk)
-        except UnfulfillableBulk as rejection:
-            self._reject(workload, bulk, str(rejection))
-            return
-        self.held[bulk.bulk_id] = workload
-        self.waiting[key] = bulk.bulk_id
-        self._start(grants)
-
-    @staticmethod
-    def _contract(workload: ExecuteTask) -> TaskContract | None:
-        """What the task carries for regionflow (`regionflow.contract`); a `ContractError` names the fix."""
-        ti = workload.ti
-        return from_executor_config(ti.executor_config, f"{ti.dag_id}.{ti.task_id}")
-
-    def _runs_without_slots(self, workload: ExecuteTask) -> bool:
-        return isinstance(self._contract(workload), NoSlots)
-
-    def _bulk_for(self, workload: ExecuteTask) -> Bulk:
-        """The slot bulk the workload asks for; its id is set by the store's admission."""
-        ti = workload.ti
-        contract = self._contract(workload)
-        job_id = f"{ti.dag_id}/{ti.run_id}"
-        bulk_id = bulk_id_for(ti.id, ti.try_number)
-        if not isinstance(contract, RegionSlots):
-            return Bulk(bulk_id, job_id, f"{ti.dag_id}.{ti.task_id}", (UNKNOWN,))
-        requests, label = contract.shard(ti.map_index)
-        return Bulk(bulk_id, job_id, f"{ti.dag_id}.{ti.task_id}[{max(ti.map_index, 0)}] ({label})", requests)
-
     def _start(self, grants: list[Grant]) -> None:
-        """Hand granted workloads to LocalExecutor's workers (copies to their runner)."""
-        for grant in grants:
-            if self.copies.owns(grant.bulk_id):
-                guarded(self.log, f"launching speculative copy {grant.bulk_id}", self.copies.launch, grant)
-                continue
-            workload = self.held.pop(grant.bulk_id, None)
-            if workload is None:
-                continue
-            self.waiting.pop(workload.key, None)
-            self.granted[workload.key] = grant.bulk_id
-            try:
-                self._record_granted(grant)
-            except Exception as error:  # noqa: BLE001 - the task could not learn its slots: fail it
-                self._fail_unexpected(workload, "recording its grant", error)
-                continue
-            self._hand_over(workload)
+        self.gate.start(grants)
 
-    def _record_granted(self, grant: Grant) -> None:
-        slots = [[slot.host, slot.index] for slot in grant.slots]
-        try:
-            record = self.store.record_granted(grant.bulk_id, slots)
-        except SlotConflictError:
-            # This process's pool is the truth about its slots: a live row it does not hold is stale
-            # (recording its release failed earlier); release such rows and record the grant again.
-            if not self._release_stale_rows():
-                raise
-            record = self.store.record_granted(grant.bulk_id, slots)
-        waited = None if record.granted_at is None else record.granted_at - record.submitted_at
-        guarded(self.log, "counting a grant", self.metrics.granted, waited)
-
-    def _release_stale_rows(self) -> int:
-        stale = [record.bulk_id for record in self.store.live_grants()
-                 if self.pool.grant_of(record.bulk_id) is None and record.bulk_id not in self.copies.running
-                 and record.bulk_id not in self.recovery.adopted]
-        for bulk_id in stale:
-            self.store.record_released(bulk_id, "stale: its release had not been recorded")
-            self.log.warning("RegionExecutor: released the stale ledger row of %s", bulk_id)
-        return len(stale)
-
-    def _hand_over(self, workload: ExecuteTask) -> None:
-        """Give a workload to LocalExecutor's workers, with a fresh token (it may have waited long)."""
-        key = workload.key
-        workload.token = workload.generate_token(str(workload.ti.id), self.jwt_generator)
-        self.runs[key] = self.runs.get(key, 0) + 1
-        self.running.add(key)
-        hand_to_local_workers(self, workload)
-
-    def _reject(self, workload: ExecuteTask, bulk: Bulk, message: str) -> None:
-        self.log.error("RegionExecutor rejects %s: %s", bulk.label, message)
-        guarded(self.log, "recording a rejection", self.store.record_rejected, bulk.bulk_id, message)
-        guarded(self.log, "counting a rejection", self.metrics.rejected)
-        append_task_log(workload, f"regionflow: this task can never get its slots: {message}")
-        self.fail(workload.key, info=message)
+    def _release(self, bulk_id: str) -> None:
+        self.gate.release(bulk_id)
 
     def _fail_unexpected(self, workload: ExecuteTask, doing: str, error: BaseException) -> None:
-        """An error of ours while handling `workload`: fail that task (its log says why), go on."""
-        message = f"regionflow: unexpected error while {doing}: {type(error).__name__}: {error}"
-        self.log.error("RegionExecutor: %s failed for %s; the task instance fails", doing, workload.key,
-                       exc_info=error)
-        self._fail_task(workload, message)
-
-    def _fail_task(self, workload: ExecuteTask, message: str) -> None:
-        """Fail `workload`'s task instance with `message` (in its log and the scheduler's), freeing any
-        slots it waits for or holds."""
-        self.log.error("RegionExecutor: %s fails: %s", workload.key, message)
-        key = workload.key
-        bulk_id = self.waiting.pop(key, None) or self.granted.pop(key, None)
-        if bulk_id is not None:
-            self.held.pop(bulk_id, None)
-            guarded(self.log, "freeing its slots", self._free_in_pool, bulk_id, message)
-        append_task_log(workload, message)
-        self.runs.pop(key, None)
-        try:
-            super().change_state(key, TaskInstanceState.FAILED, message)
-        except Exception:  # noqa: BLE001
-            self.log.exception("RegionExecutor: cannot report %s as failed", key)
-
-    def _free_in_pool(self, bulk_id: str, message: str | None = None) -> None:
-        if self.pool.is_waiting(bulk_id):
-            grants = self.pool.cancel(bulk_id)
-        elif self.pool.grant_of(bulk_id) is not None:
-            grants = self.pool.release(bulk_id)
-        else:
-            grants = []
-        guarded(self.log, f"recording the release of {bulk_id}", self._record_released, bulk_id, message)
-        self._start(grants)
-
-    def _record_released(self, bulk_id: str, message: str | None) -> None:
-        record = self.store.grant_for(bulk_id)
-        if record is not None and record.state in (GrantState.WAITING, GrantState.GRANTED, GrantState.LOST):
-            self.store.record_released(bulk_id, message)
+        self.gate.fail_unexpected(workload, workload.key, doing, error)
 
     # ---- results ----------------------------------------------------------------------------------
 
     def change_state(self, key: Any, state: Any, info: Any = None, remove_running: bool = True) -> None:
-        if state in FINISHED_STATES:
-            left = self.runs.get(key, 0) - 1
-            if left > 0:
-                # The end of an earlier run of this try (a reschedule poke, a run before a deferral) read
-                # after the scheduler queued the try again: reported now, Airflow would take it for the
-                # new run's end and fail a QUEUED task instance ("state changed externally").
-                self.runs[key] = left
-                self.log.info("RegionExecutor: late %s of an earlier run of %s not reported", state, key)
-                return
-            self.runs.pop(key, None)
-        super().change_state(key, state, info, remove_running)
-        if state not in FINISHED_STATES:
+        finished = state in FINISHED_STATES
+        if finished and not self.gate.end_of_run(key, str(state)):
             return
-        if key in self.granted:
-            guarded(self.log, f"releasing the slots of {key}", self._release, self.granted.pop(key))
-        elif key in self.waiting:  # failed by the scheduler while it waited for slots
-            guarded(self.log, f"withdrawing {key}", self._withdraw, self.waiting[key],
-                    f"withdrawn: the scheduler reported it {state} while it waited for slots")
-
-    def _release(self, bulk_id: str) -> None:
-        self._free_in_pool(bulk_id)
-
-    def _withdraw(self, bulk_id: str, why: str) -> None:
-        """Take a waiting workload out of the queue (its task instance no longer wants to run)."""
-        workload = self.held.pop(bulk_id, None)
-        if workload is not None:
-            self.waiting.pop(workload.key, None)
-            append_task_log(workload, f"regionflow: {why}", level="info")
-        self.log.info("RegionExecutor: %s %s", bulk_id, why)
-        self._free_in_pool(bulk_id, why)
+        super().change_state(key, state, info, remove_running)
+        if finished:
+            self.gate.after_end(key, str(state))
 
     def sync(self) -> None:
         guarded(self.log, "reading the workers' results", super().sync)
@@ -377,16 +193,11 @@ class RegionExecutor(LocalExecutor):
         or failed in the UI, cleared (a new try), deleted. Airflow's own metadata says so; LocalExecutor
         would have started them and had the execution API refuse them, we just stop waiting."""
         now = time.monotonic()
-        if not self.held or now - self._held_checked < HELD_CHECK_INTERVAL_S:
+        if not self.gate.held or now - self._held_checked < HELD_CHECK_INTERVAL_S:
             return
         self._held_checked = now
-        found = task_instance_states([str(w.ti.id) for w in self.held.values()])
-        for bulk_id, workload in list(self.held.items()):
-            state, try_number = found.get(str(workload.ti.id), (None, None))
-            if try_number == workload.ti.try_number and state in STILL_QUEUED:
-                continue
-            now_is = "deleted" if try_number is None else f"{state or 'cleared'} (try {try_number})"
-            self._withdraw(bulk_id, f"withdrawn from the slot queue: the task instance is {now_is} now")
+        states = task_instance_states([held.attempt.ti_id for held in self.gate.held.values()])
+        self.gate.withdraw_changed(states, STILL_QUEUED)
 
     def _notice_starving_jobs(self) -> None:
         for notice in self.pool.overdue_jobs():
@@ -409,8 +220,34 @@ class RegionExecutor(LocalExecutor):
                                  "slot pool, will gate tasks (raise it to at least %d)", name, value, slots, slots)
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+def _try_of(workload: ExecuteTask) -> Try:
+    """What the admission gate needs of a workload; its contract is read (and checked) here."""
+    ti = workload.ti
+    contract = from_executor_config(ti.executor_config, f"{ti.dag_id}.{ti.task_id}")
+    return Try(workload.key, str(ti.id), ti.try_number, ti.dag_id, ti.run_id, ti.task_id, ti.map_index, contract)
+
+
+class _AirflowWorkers:
+    """The admission gate's `WorkerOperations`, done with LocalExecutor's workers and Airflow's task logs."""
+
+    def __init__(self, executor: RegionExecutor) -> None:
+        self.executor = executor
+
+    def hand_over(self, workload: ExecuteTask) -> None:
+        executor = self.executor
+        workload.token = workload.generate_token(str(workload.ti.id), executor.jwt_generator)
+        executor.running.add(workload.key)
+        hand_to_local_workers(executor, workload)
+
+    def fail(self, workload: ExecuteTask, message: str) -> None:
+        append_task_log(workload, message)
+        try:  # LocalExecutor's own report: the gate has already settled the try's slots
+            LocalExecutor.change_state(self.executor, workload.key, TaskInstanceState.FAILED, message)
+        except Exception:  # noqa: BLE001
+            self.executor.log.exception("RegionExecutor: cannot report %s as failed", workload.key)
+
+    def note(self, workload: ExecuteTask, message: str) -> None:
+        append_task_log(workload, message, level="info")
 
 
 def _read_config(log: Any) -> RegionflowConfig:

@@ -1,0 +1,301 @@
+"""The admission gate: task instance tries in front of the FIFO bulk slot pool (no Airflow here).
+
+The RegionExecutor turns each workload the scheduler hands it into a `Try` (what the gate needs to know
+of it) and asks the gate to admit it; the gate keeps the try waiting until its whole bulk is granted,
+records the grant in the store, and then asks the executor, through `WorkerOperations`, to hand the
+workload to a worker. Like Flink's scheduler operations, that interface is the gate's one way out:
+tests drive the gate with a recording double of it, a real `SlotPool` and a real store, without Airflow.
+
+Facts of Airflow's scheduler the gate is built for (see the README's lifecycle table):
+- the scheduler may queue the same try again (a reschedule poke, a resumed deferral, a restart) before
+  the executor reads the end of its previous run: a live grant serves the new run, and the late end of
+  the earlier run is not reported (`end_of_run`);
+- a try queued twice while it waits keeps its place with the newest workload (its token);
+- a task instance marked, cleared or deleted while it waits is withdrawn (`withdraw_changed`);
+- a bulk no state of the cluster can satisfy fails its task at once (the pool says why).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ..contract import NoSlots, RegionSlots, TaskContract
+from ..core.resources import UNKNOWN
+from ..scheduling.errors import UnfulfillableBulk
+from ..scheduling.pool import Bulk, Grant, SlotPool
+from ..store import GrantState, RegionflowStore, SlotConflictError, bulk_id_for
+from .guard import guarded
+
+
+@dataclass(frozen=True)
+class Try:
+    """One try of a task instance, as the gate sees it (the executor builds it from the workload)."""
+
+    key: Hashable
+    ti_id: str
+    try_number: int
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    contract: TaskContract | None  # from its executor_config: RegionSlots, NoSlots, or None (not regionflow's)
+
+    def bulk(self) -> Bulk:
+        """The slot bulk the try asks for; its id is set by the store's admission."""
+        job_id = f"{self.dag_id}/{self.run_id}"
+        bulk_id = bulk_id_for(self.ti_id, self.try_number)
+        if not isinstance(self.contract, RegionSlots):
+            return Bulk(bulk_id, job_id, f"{self.dag_id}.{self.task_id}", (UNKNOWN,))
+        requests, label = self.contract.shard(self.map_index)
+        return Bulk(bulk_id, job_id, f"{self.dag_id}.{self.task_id}[{max(self.map_index, 0)}] ({label})", requests)
+
+
+@dataclass
+class Held:
+    """A try waiting for its grant, with the newest workload the scheduler gave for it."""
+
+    workload: Any
+    attempt: Try
+
+
+class WorkerOperations(Protocol):
+    """What the gate asks of its executor (the executor does it with Airflow; tests record it)."""
+
+    def hand_over(self, workload: Any) -> None:
+        """Start the workload on a worker (with a fresh token: it may have waited long)."""
+
+    def fail(self, workload: Any, message: str) -> None:
+        """Report the try FAILED, with `message` in its task log (no worker ever ran it)."""
+
+    def note(self, workload: Any, message: str) -> None:
+        """Write an informational line into the try's task log."""
+
+
+class Metrics(Protocol):
+    """Counts grants (with how long the bulk waited) and rejections (`metrics.PoolMetrics`)."""
+
+    def granted(self, waited_s: float | None) -> None: ...
+
+    def rejected(self) -> None: ...
+
+
+class Copies(Protocol):
+    """The speculative copies sharing the pool (`copies.CopyRunner`)."""
+
+    @property
+    def running(self) -> Mapping[str, Any]: ...
+
+    def owns(self, bulk_id: str) -> bool: ...
+
+    def launch(self, grant: Grant) -> None: ...
+
+
+class Recovery(Protocol):
+    """Grants restored after a scheduler restart (`recovery.GrantRecovery`)."""
+
+    adopted: dict[str, str]
+
+
+class AdmissionGate:
+    """Tries in FIFO bulks in front of the workers. Called on the scheduler's thread only."""
+
+    def __init__(self, pool: SlotPool, store: RegionflowStore, operations: WorkerOperations, *,
+                 copies: Copies, recovery: Recovery, metrics: Metrics, log: Any = None) -> None:
+        self.pool, self.store, self.operations = pool, store, operations
+        self.copies, self.recovery, self.metrics = copies, recovery, metrics
+        self.log = log or logging.getLogger(__name__)
+        self.held: dict[str, Held] = {}  # bulk id -> try waiting for its grant
+        self.waiting: dict[Hashable, str] = {}  # try key -> bulk id of its waiting admission
+        self.granted: dict[Hashable, str] = {}  # try key -> bulk id of its live grant
+        self.runs: dict[Hashable, int] = {}  # try key -> runs handed to the workers, end not yet read
+
+    # ---- in ---------------------------------------------------------------------------------------
+
+    def admit(self, workload: Any, attempt: Try) -> None:
+        """One workload from the scheduler: a new try, or the same try queued again."""
+        key = attempt.key
+        if isinstance(attempt.contract, NoSlots):  # speculation sensors: a few store reads per poke
+            self._hand_over(workload, key)
+            return
+        live = self.granted.get(key)
+        if live is not None:
+            # The scheduler queued this try again (resume, reschedule poke) before we read the end of its
+            # previous run: that run has left the slots (Airflow queues a try again only once its process
+            # reported), so the live grant serves the new run and the late end is not reported.
+            self.store.record_reused(live, f"re-queued at {_now()} while granted: the live grant was reused")
+            self._hand_over(workload, key)
+            return
+        if key in self.waiting:  # queued twice while waiting: it keeps its place, with the newest token
+            self.held[self.waiting[key]] = Held(workload, attempt)
+            return
+        bulk = attempt.bulk()
+        record = self._admission(attempt, bulk)
+        if record.state is GrantState.GRANTED:
+            if self.recovery.adopted.pop(record.bulk_id, None) is not None:  # granted before a scheduler restart
+                self.granted[key] = record.bulk_id
+                self.store.record_reused(record.bulk_id, f"re-queued at {_now()} after a scheduler restart: "
+                                                         f"the restored grant was reused")
+                self._hand_over(workload, key)
+                return
+            self.store.record_released(record.bulk_id, "stale: no scheduler holds this grant any more")
+            record = self._admission(attempt, bulk)
+        bulk = replace(bulk, bulk_id=record.bulk_id)
+        try:
+            grants = self.pool.submit(bulk)
+        except UnfulfillableBulk as rejection:
+            self._reject(workload, bulk, str(rejection))
+            return
+        self.held[bulk.bulk_id] = Held(workload, attempt)
+        self.waiting[key] = bulk.bulk_id
+        self.start(grants)
+
+    def start(self, grants: Iterable[Grant]) -> None:
+        """Hand granted tries to the workers (copies to their runner)."""
+        for grant in grants:
+            if self.copies.owns(grant.bulk_id):
+                guarded(self.log, f"launching speculative copy {grant.bulk_id}", self.copies.launch, grant)
+                continue
+            held = self.held.pop(grant.bulk_id, None)
+            if held is None:
+                continue
+            key = held.attempt.key
+            self.waiting.pop(key, None)
+            self.granted[key] = grant.bulk_id
+            try:
+                self._record_granted(grant)
+            except Exception as error:  # noqa: BLE001 - the task could not learn its slots: fail it
+                self.fail_unexpected(held.workload, key, "recording its grant", error)
+                continue
+            self._hand_over(held.workload, key)
+
+    # ---- out --------------------------------------------------------------------------------------
+
+    def end_of_run(self, key: Hashable, state: str) -> bool:
+        """A run of try `key` ended: whether to report it. Not when the scheduler queued the try again
+        before this end was read (reported, Airflow would take it for the new run's end)."""
+        left = self.runs.get(key, 0) - 1
+        if left > 0:
+            self.runs[key] = left
+            self.log.info("RegionExecutor: late %s of an earlier run of %s not reported", state, key)
+            return False
+        self.runs.pop(key, None)
+        return True
+
+    def after_end(self, key: Hashable, state: str) -> None:
+        """The try's end was reported: its slots go back, or it leaves the queue if it still waited."""
+        if key in self.granted:
+            guarded(self.log, f"releasing the slots of {key}", self.release, self.granted.pop(key))
+        elif key in self.waiting:  # failed by the scheduler while it waited for slots
+            guarded(self.log, f"withdrawing {key}", self.withdraw, self.waiting[key],
+                          f"withdrawn: the scheduler reported it {state} while it waited for slots")
+
+    def release(self, bulk_id: str) -> None:
+        """Give a bulk's slots back (or cancel it if it still waits) and start what that makes possible."""
+        self._free(bulk_id)
+
+    def withdraw(self, bulk_id: str, why: str) -> None:
+        """Take a waiting try out of the queue (its task instance no longer wants to run)."""
+        held = self.held.pop(bulk_id, None)
+        if held is not None:
+            self.waiting.pop(held.attempt.key, None)
+            self.operations.note(held.workload, f"regionflow: {why}")
+        self.log.info("RegionExecutor: %s %s", bulk_id, why)
+        self._free(bulk_id, why)
+
+    def withdraw_changed(self, states: Mapping[str, tuple[Any, int | None]], still_queued: frozenset[Any]) -> None:
+        """Withdraw waiting tries whose task instance changed outside the executor: `states` maps task
+        instance ids to their (state, try number) in Airflow's database (absent: deleted)."""
+        for bulk_id, held in list(self.held.items()):
+            state, try_number = states.get(held.attempt.ti_id, (None, None))
+            if try_number == held.attempt.try_number and state in still_queued:
+                continue
+            now_is = "deleted" if try_number is None else f"{state or 'cleared'} (try {try_number})"
+            self.withdraw(bulk_id, f"withdrawn from the slot queue: the task instance is {now_is} now")
+
+    def fail(self, workload: Any, key: Hashable, message: str) -> None:
+        """Fail a try with `message`, freeing any slots it waits for or holds."""
+        self.log.error("RegionExecutor: %s fails: %s", key, message)
+        bulk_id = self.waiting.pop(key, None) or self.granted.pop(key, None)
+        if bulk_id is not None:
+            self.held.pop(bulk_id, None)
+            guarded(self.log, "freeing its slots", self._free, bulk_id, message)
+        self.runs.pop(key, None)
+        self.operations.fail(workload, message)
+
+    def fail_unexpected(self, workload: Any, key: Hashable, doing: str, error: BaseException) -> None:
+        """An error of ours while handling a try: fail that try (its log says why), go on."""
+        self.log.error("RegionExecutor: %s failed for %s; the task instance fails", doing, key, exc_info=error)
+        self.fail(workload, key, f"regionflow: unexpected error while {doing}: {type(error).__name__}: {error}")
+
+    def leave_waiting(self) -> None:
+        """The scheduler stops: waiting tries stay QUEUED in Airflow, and the next scheduler queues them again."""
+        if self.held:
+            self.log.info("RegionExecutor: leaving %d waiting task instance(s) queued", len(self.held))
+        for bulk_id in list(self.held):
+            self.pool.cancel(bulk_id)
+        self.held.clear()
+        self.waiting.clear()
+
+    # ---- inside -----------------------------------------------------------------------------------
+
+    def _admission(self, attempt: Try, bulk: Bulk) -> Any:
+        return self.store.admit(attempt.ti_id, attempt.try_number, dag_id=attempt.dag_id, run_id=attempt.run_id,
+                                task_id=attempt.task_id, map_index=attempt.map_index, job_id=bulk.job_id,
+                                label=bulk.label, requests=[p.to_dict() for p in bulk.requests])
+
+    def _hand_over(self, workload: Any, key: Hashable) -> None:
+        self.runs[key] = self.runs.get(key, 0) + 1
+        self.operations.hand_over(workload)
+
+    def _reject(self, workload: Any, bulk: Bulk, message: str) -> None:
+        self.log.error("RegionExecutor rejects %s: %s", bulk.label, message)
+        guarded(self.log, "recording a rejection", self.store.record_rejected, bulk.bulk_id, message)
+        guarded(self.log, "counting a rejection", self.metrics.rejected)
+        self.operations.fail(workload, f"regionflow: this task can never get its slots: {message}")
+
+    def _record_granted(self, grant: Grant) -> None:
+        slots = [[slot.host, slot.index] for slot in grant.slots]
+        try:
+            record = self.store.record_granted(grant.bulk_id, slots)
+        except SlotConflictError:
+            # This process's pool is the truth about its slots: a live row it does not hold is stale
+            # (recording its release failed earlier); release such rows and record the grant again.
+            if not self._release_stale_rows():
+                raise
+            record = self.store.record_granted(grant.bulk_id, slots)
+        waited = None if record.granted_at is None else record.granted_at - record.submitted_at
+        guarded(self.log, "counting a grant", self.metrics.granted, waited)
+
+    def _release_stale_rows(self) -> int:
+        stale = [record.bulk_id for record in self.store.live_grants()
+                 if self.pool.grant_of(record.bulk_id) is None and record.bulk_id not in self.copies.running
+                 and record.bulk_id not in self.recovery.adopted]
+        for bulk_id in stale:
+            self.store.record_released(bulk_id, "stale: its release had not been recorded")
+            self.log.warning("RegionExecutor: released the stale ledger row of %s", bulk_id)
+        return len(stale)
+
+    def _free(self, bulk_id: str, message: str | None = None) -> None:
+        if self.pool.is_waiting(bulk_id):
+            grants = self.pool.cancel(bulk_id)
+        elif self.pool.grant_of(bulk_id) is not None:
+            grants = self.pool.release(bulk_id)
+        else:
+            grants = []
+        guarded(self.log, f"recording the release of {bulk_id}", self._record_released, bulk_id, message)
+        self.start(grants)
+
+    def _record_released(self, bulk_id: str, message: str | None) -> None:
+        record = self.store.grant_for(bulk_id)
+        if record is not None and record.state in (GrantState.WAITING, GrantState.GRANTED, GrantState.LOST):
+            self.store.record_released(bulk_id, message)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+__all__ = ["AdmissionGate", "Held", "Try", "WorkerOperations"]

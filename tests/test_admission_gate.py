@@ -1,0 +1,157 @@
+"""The admission gate (`regionflow.executors.admission`) without Airflow: a real SlotPool and store, and
+a recording double of the executor's worker operations (like Flink's TestingSchedulerOperations), so
+each test reads the exact sequence of hand-overs, failures and task-log notes the gate asked for."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from regionflow.contract import NoSlots, RegionSlots
+from regionflow.core.resources import UNKNOWN
+from regionflow.executors.admission import AdmissionGate, Try
+from regionflow.scheduling.hosts import Cluster
+from regionflow.scheduling.pool import SlotPool
+from regionflow.store import RegionflowStore
+
+
+class RecordingWorkers:
+    """Records, in order, what the gate asks of its executor."""
+
+    def __init__(self):
+        self.calls = []
+
+    def hand_over(self, workload):
+        self.calls.append(("hand_over", workload))
+
+    def fail(self, workload, message):
+        self.calls.append(("fail", workload, message))
+
+    def note(self, workload, message):
+        self.calls.append(("note", workload, message))
+
+    def handed(self):
+        return [call[1] for call in self.calls if call[0] == "hand_over"]
+
+
+class Counts:
+    def __init__(self):
+        self.grants, self.rejections = 0, 0
+
+    def granted(self, waited_s):
+        self.grants += 1
+
+    def rejected(self):
+        self.rejections += 1
+
+
+class NoCopies:
+    running: dict = {}
+
+    def owns(self, bulk_id):
+        return False
+
+    def launch(self, grant):
+        raise AssertionError("no copies here")
+
+
+class NoRecovery:
+    def __init__(self):
+        self.adopted = {}
+
+
+@pytest.fixture
+def gate(tmp_path):
+    pool = SlotPool(Cluster.parse("a:slots=2;b:slots=2"))
+    store = RegionflowStore(f"sqlite:///{tmp_path / 'store.db'}")
+    return AdmissionGate(pool, store, RecordingWorkers(), copies=NoCopies(), recovery=NoRecovery(), metrics=Counts())
+
+
+def a_try(name, slots=None, try_number=1, contract=None):
+    if contract is None and slots:
+        contract = RegionSlots(((UNKNOWN,) * slots,), (name,))
+    return Try(key=(name, try_number), ti_id=f"ti-{name}", try_number=try_number, dag_id="d", run_id="r",
+               task_id=name, map_index=-1, contract=contract)
+
+
+def admit(gate, name, **kwargs):
+    attempt = a_try(name, **kwargs)
+    gate.admit(f"workload:{name}", attempt)
+    return attempt
+
+
+def end(gate, attempt, state="success"):
+    assert gate.end_of_run(attempt.key, state)
+    gate.after_end(attempt.key, state)
+
+
+def test_whole_bulks_oldest_first_and_a_small_one_does_not_jump_a_waiting_big_one(gate):
+    three, four, plain = admit(gate, "three", slots=3), admit(gate, "four", slots=4), admit(gate, "plain")
+    assert gate.operations.handed() == ["workload:three"]
+    end(gate, three)
+    assert gate.operations.handed() == ["workload:three", "workload:four"]
+    end(gate, four, "failed")
+    assert gate.operations.handed() == ["workload:three", "workload:four", "workload:plain"]
+    assert gate.metrics.grants == 3 and gate.granted == {plain.key: gate.granted[plain.key]}
+    assert {g.task_id: g.state for g in gate.store.grants(dag_id="d")} == {
+        "three": "released", "four": "released", "plain": "granted"}
+
+
+def test_a_bulk_the_cluster_can_never_hold_fails_at_once_saying_why(gate):
+    admit(gate, "huge", slots=5)
+    ((kind, workload, message),) = gate.operations.calls
+    assert (kind, workload) == ("fail", "workload:huge")
+    assert message.startswith("regionflow: this task can never get its slots:") and "5 slots" in message
+    assert gate.metrics.rejections == 1 and not gate.held and gate.pool.free_slots() == 4
+
+
+def test_a_try_queued_again_while_granted_reuses_its_grant_and_the_late_end_is_not_reported(gate):
+    poke = admit(gate, "sensor")
+    gate.admit("workload:sensor again", poke)  # a reschedule poke queued before the first run's end was read
+    assert gate.operations.handed() == ["workload:sensor", "workload:sensor again"]
+    assert gate.end_of_run(poke.key, "success") is False  # the first run's end: not reported
+    assert gate.end_of_run(poke.key, "success") is True
+    gate.after_end(poke.key, "success")
+    assert gate.pool.free_slots() == 4 and not gate.runs
+
+
+def test_a_try_queued_twice_while_waiting_keeps_its_place_with_the_newest_workload(gate):
+    admit(gate, "holder", slots=4)
+    waiting = admit(gate, "next", slots=1)
+    gate.admit("workload:next (new token)", waiting)
+    assert len(gate.held) == 1 and next(iter(gate.held.values())).workload == "workload:next (new token)"
+
+
+def test_a_waiting_try_changed_in_airflow_is_withdrawn_with_a_note_and_frees_its_place(gate):
+    holder = admit(gate, "holder", slots=3)
+    marked = admit(gate, "marked", slots=2)
+    behind = admit(gate, "behind", slots=1)
+    gate.withdraw_changed({marked.ti_id: ("success", 1), behind.ti_id: ("queued", 1)},
+                          still_queued=frozenset({"queued", "scheduled"}))
+    note = "regionflow: withdrawn from the slot queue: the task instance is success (try 1) now"
+    assert ("note", "workload:marked", note) in gate.operations.calls
+    assert gate.operations.handed() == ["workload:holder", "workload:behind"]  # the older big one left the queue
+    end(gate, holder)
+    assert gate.pool.free_slots() == 3
+
+
+def test_a_failure_frees_the_slots_and_reports_once(gate):
+    held = admit(gate, "held", slots=4)
+    gate.fail("workload:held", held.key, "regionflow: boom")
+    assert gate.operations.calls[-1] == ("fail", "workload:held", "regionflow: boom")
+    assert gate.pool.free_slots() == 4 and not gate.granted and not gate.runs
+
+
+def test_a_task_without_slots_goes_straight_to_the_workers(gate):
+    admit(gate, "holder", slots=4)
+    admit(gate, "sensor", contract=NoSlots())
+    assert gate.operations.handed() == ["workload:holder", "workload:sensor"]
+
+
+def test_the_gate_imports_neither_airflow_nor_pyspark():
+    code = ("import sys, regionflow.executors.admission; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'airflow', 'pyspark'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
