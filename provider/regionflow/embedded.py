@@ -47,7 +47,7 @@ from urllib.parse import quote
 import httpx
 
 from .core.errors import RegionflowError
-from .spark.submit import live_processes
+from .processes import live_processes, signal_group, signal_pids, start_ticks
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_EXECUTOR = "regionflow.executors.RegionExecutor"
@@ -396,10 +396,10 @@ class EmbeddedAirflow:
                 self._terminate_stage(stage, later, grace_seconds)
 
             def left() -> list[int]:
-                return sorted(set(self.pids()) | {pid for pid, start in seen.items() if _start_ticks(pid) == start})
+                return sorted(set(self.pids()) | {pid for pid, start in seen.items() if start_ticks(pid) == start})
 
             if left():
-                _signal_pids(left(), signal.SIGKILL)
+                signal_pids(left(), signal.SIGKILL)
                 _wait_until(lambda: not left(), 10.0)
         for component in self._running:
             _reap(component.process)
@@ -409,7 +409,7 @@ class EmbeddedAirflow:
 
     def _remember(self, seen: dict[int, str]) -> None:
         for pid in self.pids():
-            start = _start_ticks(pid)
+            start = start_ticks(pid)
             if start is not None:
                 seen.setdefault(pid, start)
 
@@ -423,8 +423,8 @@ class EmbeddedAirflow:
 
         for component in self._running:
             if component.name in stage:
-                _signal_group(component.process.pid, signal.SIGTERM)
-        _signal_pids(stage_pids(), signal.SIGTERM)
+                signal_group(component.process.pid, signal.SIGTERM)
+        signal_pids(stage_pids(), signal.SIGTERM)
         _wait_until(lambda: not stage_pids(), grace_seconds)
 
     def _close_client(self) -> None:
@@ -509,9 +509,9 @@ class EmbeddedAirflow:
         [old] = matching or [None]
         if old is None:
             raise EmbeddedAirflowError(f"{component} is not running in the embedded Airflow in {self.home}")
-        _signal_group(old.process.pid, signal.SIGTERM)
+        signal_group(old.process.pid, signal.SIGTERM)
         if not _wait_until(lambda: old.process.poll() is not None, 15.0):
-            _signal_group(old.process.pid, signal.SIGKILL)
+            signal_group(old.process.pid, signal.SIGKILL)
         _reap(old.process)
         self._running = [c for c in self._running if c is not old] + [self._spawn(component, env)]
         self._wait_until_healthy(time.monotonic() + timeout, timeout)
@@ -849,20 +849,6 @@ def _process_table(tag: str) -> dict[int, _ProcessInfo]:
     return table
 
 
-def _start_ticks(pid: int) -> str | None:
-    """When process `pid` started (clock ticks after boot, from /proc), or None once it has exited
-    (gone, or a zombie): with the pid it names one process, even after the pid is reused."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
-    if len(fields) < 20 or fields[0] in ("Z", "X"):
-        return None
-    return fields[19]
-
-
 def _descendants(table: Mapping[int, _ProcessInfo], roots: set[int]) -> set[int]:
     children: dict[int, list[int]] = {}
     for info in table.values():
@@ -874,21 +860,6 @@ def _descendants(table: Mapping[int, _ProcessInfo], roots: set[int]) -> set[int]
                 found.add(child)
                 stack.append(child)
     return found
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _signal_pids(pids: Iterable[int], signum: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _wait_until(condition: Any, timeout: float) -> bool:

@@ -61,6 +61,9 @@ def test_the_plugin_is_registered_with_its_pages(stack, client):
     assert views["regionflow-slot-pool"]["destination"] == "nav"
     assert views["regionflow-attempts"]["destination"] == "task_instance"
     assert "{DAG_ID}" in views["regionflow-attempts"]["href"]
+    assert views["regionflow-plan"]["destination"] == "dag" and "{DAG_ID}" in views["regionflow-plan"]["href"]
+    assert views["regionflow-run-plan"]["destination"] == "dag_run"
+    assert "run_id={RUN_ID}" in views["regionflow-run-plan"]["href"]
 
 
 @pytest.mark.parametrize("path", ["/regionflow/api/cluster", "/regionflow/cluster",

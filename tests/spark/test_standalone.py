@@ -11,8 +11,9 @@ import time
 import pytest
 
 from regionflow.core.resources import ResourceProfile
+from regionflow.processes import process_group_members
 from regionflow.spark.standalone import StandaloneCluster, StandaloneClusterError, listening_sockets
-from regionflow.spark.submit import RegionSubmission, build_submit_kwargs, process_group_members
+from regionflow.spark.submit import RegionSubmission, build_submit_kwargs
 from regionflow.spark.watch import MasterWatcher, any_master_answers, explain, standalone_masters
 
 # Two 512 MiB executors fit the fixture's 1 GiB worker.

@@ -15,6 +15,7 @@ import pytest
 
 from regionflow.core.errors import RegionflowError
 from regionflow.core.resources import UNKNOWN, ResourceProfile
+from regionflow.processes import process_group_members
 from regionflow.spark.submit import (
     RegionSubmission,
     SubmissionFailed,
@@ -25,7 +26,6 @@ from regionflow.spark.submit import (
     extract_python_traceback,
     managed_conn_id,
     pinned_cpus,
-    process_group_members,
     spark_home,
 )
 

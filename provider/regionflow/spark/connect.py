@@ -28,6 +28,7 @@ from typing import Any
 
 from ..core.errors import RegionflowError
 from ..localfiles import write_json_atomically, write_text_atomically
+from ..processes import terminate_process_group
 from ..scheduling.hosts import Cluster, Host
 from .submit import (
     LOOPBACK,
@@ -36,7 +37,6 @@ from .submit import (
     pinned_cpus,
     spark_child_env,
     spark_submit_binary,
-    terminate_process_group,
 )
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

@@ -31,14 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import RegionflowError
-from .submit import (
-    LOOPBACK,
-    kill_process_group,
-    process_group_members,
-    spark_child_env,
-    spark_home,
-    terminate_process_group,
-)
+from ..processes import kill_process_group, process_group_members, terminate_process_group
+from .submit import LOOPBACK, spark_child_env, spark_home
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

@@ -9,7 +9,7 @@ This module owns everything between a slot grant and a finished spark-submit pro
   tail of the driver output, measures it, and can be killed from another thread without leaving a
   JVM or a Python driver behind; the result is a `SubmissionResult`;
 - how Spark child processes are launched from here (`spark_home`, `spark_child_env`) and how their
-  process groups are ended (`process_group_members`, `terminate_process_group`), shared with
+  process groups are ended (`regionflow.processes`: `process_group_members`, `terminate_process_group`), shared with
   `standalone`.
 
 How the master reaches the hook. `SparkSubmitHook` reads its master from an Airflow connection. With
@@ -60,7 +60,6 @@ import logging
 import math
 import os
 import re
-import signal
 import sys
 import threading
 import time
@@ -73,13 +72,13 @@ from typing import Any
 from ..airflow_internals import capture_hook_log, hook_process
 from ..core.errors import RegionflowError
 from ..core.resources import ResourceProfile
+from ..processes import DEFAULT_KILL_GRACE_SECONDS, terminate_process_group
 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 MANAGED_CONN_PREFIX = "regionflow_"
 DEFAULT_TAIL_LINES = 200
-DEFAULT_KILL_GRACE_SECONDS = 10.0
 
 # Spark keeps 300 MiB of every heap for itself and refuses a JVM whose usable heap is under 1.5x
 # that (450 MiB); 512 MiB clears it with the JVM's own accounting.
@@ -477,67 +476,6 @@ def _write_zip(target: str, members: list[tuple[str, bytes]]) -> None:
 # ---- processes ---------------------------------------------------------------------------------
 
 
-def live_processes() -> Iterator[tuple[int, int, int]]:
-    """(pid, parent pid, process group) of every live process (not a zombie, or a zombie leader whose
-    other threads still run), read from /proc."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
-        if len(fields) > 2 and (fields[0] != "Z" or _threads_left(entry)):
-            yield int(entry), int(fields[1]), int(fields[2])
-
-
-def _threads_left(pid: str) -> bool:
-    """A zombie thread-group leader whose other threads still run (a JVM whose main thread ended while
-    its shutdown hooks still hold its sockets) is not gone yet."""
-    try:
-        return len(os.listdir(f"/proc/{pid}/task")) > 1
-    except OSError:
-        return False
-
-
-def process_group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of process group `pgid`."""
-    return [pid for pid, _, group in live_processes() if group == pgid]
-
-
-def terminate_process_group(pgid: int, grace_seconds: float = DEFAULT_KILL_GRACE_SECONDS) -> bool:
-    """SIGTERM the group, SIGKILL what is left after `grace_seconds`; True if it was still alive."""
-    if not process_group_members(pgid):
-        return False
-    _signal_group(pgid, signal.SIGTERM)
-    if not _wait_group_empty(pgid, grace_seconds):
-        _signal_group(pgid, signal.SIGKILL)
-        _wait_group_empty(pgid, 5.0)
-    return True
-
-
-def kill_process_group(pgid: int, timeout: float = 5.0) -> None:
-    """SIGKILL the group at once (no grace: a machine that goes away) and wait until it is empty."""
-    _signal_group(pgid, signal.SIGKILL)
-    _wait_group_empty(pgid, timeout)
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
-def _wait_group_empty(pgid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while process_group_members(pgid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @contextlib.contextmanager
 def pinned_cpus(cores: Sequence[int]) -> Iterator[None]:
     """Pin the calling thread (and so every process it starts) to `cores`; restore on exit.
@@ -816,7 +754,5 @@ class RegionSubmission:
 __all__ = [
     "SubmitConfigError", "SparkNotInstalled", "SubmissionFailed", "SubmissionResult", "RegionSubmission",
     "build_submit_kwargs", "build_py_files", "managed_conn_id", "connection_env", "spark_home",
-    "spark_submit_binary", "spark_child_env", "process_group_members", "terminate_process_group",
-    "kill_process_group",
-    "pinned_cpus", "extract_python_traceback",
+    "spark_submit_binary", "spark_child_env", "pinned_cpus", "extract_python_traceback",
 ]

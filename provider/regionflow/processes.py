@@ -1,0 +1,101 @@
+"""Processes, in one place: the live processes and process groups as /proc shows them, and the one way
+regionflow ends a process group (SIGTERM, a grace period, SIGKILL; or SIGKILL at once for a machine that
+goes away). Used by spark-submit attempts, Spark Connect servers, the standalone cluster and the embedded
+Airflow stack. Linux only (it reads /proc); standard library only.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterable, Iterator
+
+DEFAULT_KILL_GRACE_SECONDS = 10.0
+
+
+def live_processes() -> Iterator[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every live process (not a zombie, or a zombie leader whose
+    other threads still run), read from /proc."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
+        if len(fields) > 2 and (fields[0] != "Z" or _threads_left(entry)):
+            yield int(entry), int(fields[1]), int(fields[2])
+
+
+def _threads_left(pid: str) -> bool:
+    """A zombie thread-group leader whose other threads still run (a JVM whose main thread ended while
+    its shutdown hooks still hold its sockets) is not gone yet."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
+
+
+def process_group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group `pgid`."""
+    return [pid for pid, _, group in live_processes() if group == pgid]
+
+
+def terminate_process_group(pgid: int, grace_seconds: float = DEFAULT_KILL_GRACE_SECONDS) -> bool:
+    """SIGTERM the group, SIGKILL what is left after `grace_seconds`; True if it was still alive."""
+    if not process_group_members(pgid):
+        return False
+    signal_group(pgid, signal.SIGTERM)
+    if not _wait_group_empty(pgid, grace_seconds):
+        signal_group(pgid, signal.SIGKILL)
+        _wait_group_empty(pgid, 5.0)
+    return True
+
+
+def kill_process_group(pgid: int, timeout: float = 5.0) -> None:
+    """SIGKILL the group at once (no grace: a machine that goes away) and wait until it is empty."""
+    signal_group(pgid, signal.SIGKILL)
+    _wait_group_empty(pgid, timeout)
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    """Send `signum` to process group `pgid`; a group that is gone (or not ours) is no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def signal_pids(pids: Iterable[int], signum: int) -> None:
+    """Send `signum` to each process of `pids`; one that is gone (or not ours) is no error."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def start_ticks(pid: int) -> str | None:
+    """When process `pid` started (clock ticks after boot, from /proc), or None once it has exited
+    (gone, or a zombie): with the pid it names one process, even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+def _wait_group_empty(pgid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while process_group_members(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+__all__ = ["DEFAULT_KILL_GRACE_SECONDS", "kill_process_group", "live_processes", "process_group_members",
+           "signal_group", "signal_pids", "start_ticks", "terminate_process_group"]
