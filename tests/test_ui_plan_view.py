@@ -71,13 +71,15 @@ def test_a_run_shows_each_region_state_timing_and_slots():
     assert all("state" not in r for r in preview["regions"])
 
 
-def test_slot_use_counts_waiting_and_live_grants_of_the_run_only(tmp_path):
+def test_slot_use_counts_the_runs_waiting_and_live_grants_only(tmp_path):
     ticks = itertools.count(1000)
     store = RegionflowStore(f"sqlite:///{tmp_path / 'store.db'}", clock=lambda: float(next(ticks)))
     for bulk, run, task in (("b1", "r1", "clean"), ("b2", "r1", "clean"), ("b3", "r2", "clean"), ("b4", "r1", "src")):
         store.record_waiting(bulk, dag_id="orders", run_id=run, task_id=task, try_number=1, label=bulk, requests=[{}])
     store.record_granted("b1", [("a", 0)])
-    use = slot_use(store.waiting_grants() + store.live_grants(), "orders", "r1")
+    store.record_waiting("b5", dag_id="orders", run_id="r1", task_id="src", try_number=1, label="b5", requests=[{}])
+    store.record_released("b5")  # released: neither waiting nor holding
+    use = slot_use(store.grants(dag_id="orders", run_id="r1"))
     assert use == {"clean": SlotUse(waiting=1, holding=1), "src": SlotUse(waiting=1, holding=0)}
 
 

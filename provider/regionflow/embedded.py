@@ -473,7 +473,7 @@ class EmbeddedAirflow:
     def _airflow_command(self, argv: Sequence[str], timeout: float) -> float:
         """Run ``airflow <argv>`` with the stack's config; return how long it took in seconds.
         `ComponentFailed` (with the end of its log) when it fails or runs over `timeout`."""
-        name = "-".join(["airflow", *argv[:2]]) if list(argv[:2]) != ["db", "migrate"] else "db-migrate"
+        name = "-".join(argv[:2])  # the log's name: db-migrate, teams-create
         log_path = self.log_path(name)
         started = time.monotonic()
         with open(log_path, "ab") as log_file:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import RegionflowConfig
-from .contract import NoSlots, RegionSlots, from_executor_config, to_executor_config
+from .contract import NoSlots, RegionSlots, to_executor_config
 from .core.errors import JobGraphError
 from .core.graph import Distribution, JobGraph, register_job
 from .core.modes import ExchangeMode
@@ -72,13 +72,15 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     layout = UnitLayout(plan, shards_limit)
     outside_links = _links_to_outside(dag, vertices)
     _remove_vertices(dag, vertices)
-    region_tasks = {logical.index: _region_task(dag, plan, layout, logical.index, config, shards_limit, executor)
-                    for logical in plan.region_set.logical}
+    slots = {logical.index: _region_slots(plan, layout, logical.index, config.largest_host_slots)
+             for logical in plan.region_set.logical}
+    region_tasks = {index: _region_task(dag, plan, index, region_slots, shards_limit, executor)
+                    for index, region_slots in slots.items()}
     _wire_regions(plan, region_tasks)
     _wire_outside(plan, region_tasks, outside_links)
     flags = {vertex.task_id: vertex.speculation for vertex in vertices}
-    policies, sensors = _speculation_tasks(dag, plan, layout, region_tasks, flags, dag_speculation, spec_config,
-                                           config, shards_limit, executor)
+    policies, sensors = _speculation_tasks(dag, plan, layout, region_tasks, slots, flags, dag_speculation,
+                                           spec_config, shards_limit, executor)
     register_job(graph)
     return TransformResult(plan, layout, region_tasks, policies, sensors)
 
@@ -97,8 +99,8 @@ def speculation_settings(defaults: SpeculationConfig,
 
 
 def _speculation_tasks(dag, plan: Plan, layout: UnitLayout, region_tasks: dict[int, Any],
-                       flags: dict[str, bool | None], dag_flag: bool, spec_config: SpeculationConfig,
-                       config: RegionflowConfig, shards_limit: int, executor: str | None):
+                       slots: dict[int, RegionSlots], flags: dict[str, bool | None], dag_flag: bool,
+                       spec_config: SpeculationConfig, shards_limit: int, executor: str | None):
     policies: dict[int, SpeculationPolicy] = {}
     sensors: dict[int, Any] = {}
     names = plan.topology.vertex_names
@@ -112,15 +114,12 @@ def _speculation_tasks(dag, plan: Plan, layout: UnitLayout, region_tasks: dict[i
         policies[logical.index] = policy
         if not policy.enabled:
             continue
-        region_task = region_tasks[logical.index]
-        slots = from_executor_config(region_task.partial_kwargs["executor_config"],
-                                     f"{dag.dag_id}.{region_task.task_id}")
-        assert isinstance(slots, RegionSlots)  # written by _region_task just above
+        region_task, region_slots = region_tasks[logical.index], slots[logical.index]
         arguments = dict(task_id=speculation_task_id(region_task.task_id), dag=dag,
                          region_task_id=region_task.task_id, total_shards=len(units), mode=plan.mode.value,
                          logical=logical.index, max_shards=shards_limit,
-                         shard_requests=[[p.to_dict() for p in shard] for shard in slots.requests],
-                         shard_labels=list(slots.labels), speculation=spec_config,
+                         shard_requests=[[p.to_dict() for p in shard] for shard in region_slots.requests],
+                         shard_labels=list(region_slots.labels), speculation=spec_config,
                          executor_config=to_executor_config(NoSlots()))
         if executor:
             arguments["executor"] = executor
@@ -147,22 +146,24 @@ def job_graph_of(dag_id: str, vertices: list[SparkVertexOperator], mode: Exchang
     return graph.validate()
 
 
-def _region_task(dag, plan: Plan, layout: UnitLayout, logical: int, config: RegionflowConfig, shards_limit: int,
-                 executor: str | None):
+def _region_slots(plan: Plan, layout: UnitLayout, logical: int, width: int) -> RegionSlots:
+    """Per shard of the logical region, its slot requests (as wide as the largest host allows) and label;
+    the first region also carries the plan's reference, once per DAG, for the UI's plan page."""
     units = layout.units_of_logical(logical)
-    width = config.largest_host_slots
-    slots = RegionSlots(requests=tuple(tuple(layout.requests(u, layout.width(u, width))) for u in units),
-                        labels=tuple(layout.names[u] for u in units),
-                        plan=plan.reference if logical == 0 else None)  # once per DAG, for the UI's plan page
-    executor_config = to_executor_config(slots)
+    return RegionSlots(requests=tuple(tuple(layout.requests(u, layout.width(u, width))) for u in units),
+                       labels=tuple(layout.names[u] for u in units),
+                       plan=plan.reference if logical == 0 else None)
+
+
+def _region_task(dag, plan: Plan, logical: int, slots: RegionSlots, shards_limit: int, executor: str | None):
     arguments = dict(task_id=plan.region_task_id(logical), dag=dag, mode=plan.mode.value, logical=logical,
-                     max_shards=shards_limit, executor_config=executor_config,
+                     max_shards=shards_limit, executor_config=to_executor_config(slots),
                      weight_rule="absolute", priority_weight=1)
     if executor:
         arguments["executor"] = executor
-    if len(units) == 1:
+    if slots.shards == 1:
         return RegionOperator(shard=0, **arguments)
-    return RegionOperator.partial(**arguments).expand(shard=list(range(len(units))))
+    return RegionOperator.partial(**arguments).expand(shard=list(range(slots.shards)))
 
 
 def _links_to_outside(dag, vertices: list[SparkVertexOperator]) -> list[tuple[str, str, str]]:

@@ -1,8 +1,5 @@
 """What the RegionExecutor needs from its host, Airflow's scheduler process, in one place.
 
-- `guarded` (from `guard`): every call the scheduler makes into the executor goes through it (or an
-  equivalent try/except that fails one task), so an exception of regionflow's is logged, never raised
-  into the scheduler loop.
 - `append_task_log`: a line in the task try's log file, where the UI shows it, for a task the
   executor fails or withdraws without a worker ever running it.
 - `task_instance_states` / `task_instance_finished`: reads of Airflow's metadata database through
@@ -18,22 +15,18 @@ import os
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 from airflow.exceptions import AirflowConfigException
 from airflow.utils.state import TaskInstanceState
 
 from ..core.errors import RegionflowError
-from .guard import guarded  # noqa: F401 - re-exported: the executor's guests call it from here
 
 FINISHED_STATES = frozenset({TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.UPSTREAM_FAILED,
                              TaskInstanceState.SKIPPED, TaskInstanceState.REMOVED})
 # A waiting task instance in one of these states (same try) still wants its slots: SCHEDULED is the
 # moment between Airflow re-queueing a try and the executor receiving it again.
 STILL_QUEUED = frozenset({TaskInstanceState.QUEUED, TaskInstanceState.SCHEDULED})
-
-T = TypeVar("T")
-
 
 class RegionflowConfigError(AirflowConfigException, RegionflowError):
     """``[regionflow]`` has a bad option, so the RegionExecutor cannot start. An AirflowConfigException,
@@ -81,5 +74,5 @@ def task_instance_finished(ti_id: str) -> bool:
     return found is None or found[0] in FINISHED_STATES
 
 
-__all__ = ["FINISHED_STATES", "STILL_QUEUED", "append_task_log", "guarded", "task_instance_finished",
+__all__ = ["FINISHED_STATES", "STILL_QUEUED", "append_task_log", "task_instance_finished",
            "task_instance_states"]

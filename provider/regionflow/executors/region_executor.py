@@ -43,12 +43,12 @@ from ..store import (
 )
 from .admission import AdmissionGate, Try
 from .copies import CopyRunner
+from .guard import guarded
 from .guest import (
     FINISHED_STATES,
     STILL_QUEUED,
     RegionflowConfigError,
     append_task_log,
-    guarded,
     task_instance_finished,
     task_instance_states,
 )
@@ -91,14 +91,11 @@ class RegionExecutor(LocalExecutor):
         self.log.info("RegionExecutor: %s", self.rf_config.cluster.describe_capacity())
 
     def end(self) -> None:
-        guarded(self.log, "leaving waiting task instances queued", self._leave_waiting)
+        guarded(self.log, "leaving waiting task instances queued", self.gate.leave_waiting)
         guarded(self.log, "ending LocalExecutor's workers", super().end)
 
     def terminate(self) -> None:
         guarded(self.log, "terminating", super().terminate)
-
-    def _leave_waiting(self) -> None:
-        self.gate.leave_waiting()
 
     def heartbeat(self) -> None:
         guarded(self.log, "heartbeat", super().heartbeat)
@@ -118,7 +115,7 @@ class RegionExecutor(LocalExecutor):
         The scheduler revokes task instances QUEUED for longer than ``[scheduler] task_queued_timeout``,
         re-queues them at most twice and then fails them. Under this executor a QUEUED task instance
         waits for its slot bulk in FIFO order, and waiting for busy slots is not being stuck: as in
-        Flink, only a request no cluster state can satisfy fails (at once, see `_reject`), and a long
+        Flink, only a request no cluster state can satisfy fails (at once, see `AdmissionGate.admit`), and a long
         wait gets a not-enough-resources notice (``[regionflow] resource_wait_timeout``). Revoking would
         throw the task to the back of the queue and fail big regions on a busy cluster.
         """

@@ -103,11 +103,11 @@ def build_app() -> FastAPI:
             if state is None:
                 raise HTTPException(404, f"DAG {dag_id!r} has no run {run_id!r}; check the run id")
         store = _store()
-        grants = (store.waiting_grants() + store.live_grants()) if (store is not None and run_id) else []
+        grants = store.grants(dag_id=dag_id, run_id=run_id) if (store is not None and run_id) else []
         try:
             view = plan_view(reference, dag_id, mode, run_id,
                              task_instances(session, dag_id, run_id) if run_id else (),
-                             slot_use(grants, dag_id, run_id) if run_id else None)
+                             slot_use(grants) if run_id else None)
         except SpecError as error:
             raise HTTPException(400, f"mode: {error}") from None
         view["run_state"] = state

@@ -122,7 +122,7 @@ function regionHead(r) {
 }
 function draw(d) {
   const box = document.getElementById('drawing'); box.replaceChildren();
-  const columns = [];
+  const columns = [], vertices = new Map(d.vertices.map(v => [v.name, v]));
   for (const r of d.regions) {
     while (columns.length <= r.column) { const c = el('div', 'column'); columns.push(c); box.appendChild(c); }
     const region = el('div', 'region' + (r.state ? ' state-' + r.state : ''));
@@ -130,8 +130,7 @@ function draw(d) {
     region.appendChild(el('div', 'region-head', regionHead(r)));
     const row = el('div', 'region-vertices');
     for (const name of r.vertices) {
-      const v = d.vertices.find(x => x.name === name);
-      const chip = el('div', 'vertex', `${name} ×${v.parallelism}`); chip.dataset.vertex = name;
+      const chip = el('div', 'vertex', `${name} ×${vertices.get(name).parallelism}`); chip.dataset.vertex = name;
       row.appendChild(chip);
     }
     region.appendChild(row); columns[r.column].appendChild(region);

@@ -16,7 +16,7 @@ from typing import Any
 from ..core.graph import JobGraph
 from ..core.modes import ExchangeMode
 from ..core.plan import Plan
-from ..store.records import GrantRecord
+from ..store.records import GrantRecord, GrantState
 
 MAX_PLAN_SUBTASKS = 10_000  # above this the view leaves out the per-subtask plan (``regionflow plan`` has it)
 TERMINAL_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
@@ -130,16 +130,15 @@ def _task_states(rows: Iterable[TaskInstanceRow]) -> dict[str, dict[str, Any]]:
     return result
 
 
-def slot_use(grants: Iterable[GrantRecord], dag_id: str, run_id: str) -> dict[str, SlotUse]:
-    """Per region task of the run, its shards waiting for and holding slots, from the store's waiting
-    and live grant records."""
+def slot_use(grants: Iterable[GrantRecord]) -> dict[str, SlotUse]:
+    """Per region task, its shards waiting for and holding slots, from the store's grant records of one
+    DAG run (records in other states count for neither)."""
     waiting: dict[str, int] = {}
     holding: dict[str, int] = {}
     for grant in grants:
-        if (grant.dag_id, grant.run_id) != (dag_id, run_id):
-            continue
-        counter = holding if grant.is_live else waiting
-        counter[grant.task_id] = counter.get(grant.task_id, 0) + 1
+        counter = holding if grant.is_live else waiting if grant.state is GrantState.WAITING else None
+        if counter is not None:
+            counter[grant.task_id] = counter.get(grant.task_id, 0) + 1
     return {task: SlotUse(waiting.get(task, 0), holding.get(task, 0)) for task in waiting.keys() | holding.keys()}
 
 
