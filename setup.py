@@ -60,7 +60,7 @@ setup(
     packages=find_packages("provider"),
     package_data={
         "": ["*.json", "*.yaml", "*.yml"],
-        "regionflow": ["static/*", "static/**/*"],
+        "regionflow": ["static/*", "static/**/*", "spark/resources/*.sh"],
     },
     include_package_data=True,
     zip_safe=False,

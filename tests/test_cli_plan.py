@@ -61,7 +61,11 @@ def test_plan_json_matches_plan(capsys, mode):
     code, out, err = run(capsys, "plan", FLIP119, "--mode", mode, "--format", "json")
     assert code == 0 and err == ""
     data = json.loads(out)
+    spark_conf = data.pop("spark_conf")
     assert data == Plan(load_job(FLIP119), mode).to_dict()
+    # FLIP119 declares no resources: each region gets one-core executors, one per slot, memory from the host
+    assert [conf["spark.cores.max"] for conf in spark_conf] == [str(slots) for slots in data["slots"]]
+    assert not any("memory" in key for conf in spark_conf for key in conf)
     assert data["mode"] == mode
     assert data["region_count"] == {"all-blocking": 12, "forward-pipelined-only": 10,
                                     "pointwise-pipelined-only": 6, "all-pipelined": 1}[mode]

@@ -16,6 +16,7 @@ from .core.errors import RegionflowError, SpecError
 from .core.graph import JobGraph, load_job
 from .core.modes import DEFAULT_MODE, ExchangeMode
 from .core.plan import Plan
+from .plan_document import plan_document
 
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 1  # simulate: the jobs could not complete (deadlock, rejected bulk)
@@ -122,7 +123,7 @@ def plan_output(graph: JobGraph, mode: ExchangeMode | None = None, output_format
     plan`` prints the same for a DAG's job."""
     plan = Plan(graph, mode)
     if output_format == "json":
-        return json.dumps(plan.to_dict(inputs=inputs), indent=2)
+        return json.dumps(plan_document(plan, inputs=inputs), indent=2)
     return plan.to_text(inputs=inputs)
 
 

@@ -31,6 +31,7 @@ from .core.modes import ExchangeMode
 from .core.plan import Plan
 from .operators.region import RegionOperator
 from .operators.vertex import SparkVertexOperator
+from .scheduling.fit import misfits
 from .scheduling.speculation import SpeculationConfig, SpeculationPolicy, parse_switch
 from .sensors.speculation import SpeculationSensor, speculation_task_id
 from .spark.unit import UnitLayout
@@ -65,6 +66,7 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     plan_mode = ExchangeMode.parse(mode) if mode is not None else config.mode
     graph = job_graph_of(dag.dag_id, vertices, plan_mode)
     plan = Plan(graph)
+    _check_fits(dag.dag_id, plan, config)
     shards_limit = config.max_shards if max_shards is None else max_shards
     if isinstance(shards_limit, bool) or not isinstance(shards_limit, int) or shards_limit < 1:
         raise JobGraphError(f"transform(dag {dag.dag_id!r}, max_shards={max_shards!r}): max_shards must be an "
@@ -83,6 +85,13 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
                                            spec_config, shards_limit, executor)
     register_job(graph)
     return TransformResult(plan, layout, region_tasks, policies, sensors)
+
+
+def _check_fits(dag_id: str, plan: Plan, config: RegionflowConfig) -> None:
+    """Refuse, at parse time, vertices whose slot request no host of ``[regionflow] hosts`` can serve."""
+    problems = misfits(plan, config.cluster.hosts)
+    if problems:
+        raise JobGraphError(f"DAG {dag_id!r} cannot run on this cluster: " + "; and ".join(problems))
 
 
 def speculation_settings(defaults: SpeculationConfig,

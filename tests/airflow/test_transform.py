@@ -309,3 +309,17 @@ def test_the_first_region_task_carries_the_plan_for_the_ui(config):
     again = Plan.from_reference(reference)
     assert again.to_dict() == result.plan.to_dict()
     assert "fn" in reference["job"]["vertices"][0]  # a reference by name, never the function itself
+
+
+def test_a_vertex_no_host_can_serve_is_a_dag_import_error_naming_vertex_and_resource(config):
+    with new_dag("gpu_dag") as dag:
+        load = SparkVertexOperator(task_id="load", parallelism=2, fn=job.generate_orders,
+                                   resources={"cpu": 1, "heap_mib": 512})
+        train = SparkVertexOperator(task_id="train", parallelism=2, fn=job.clean_orders,
+                                    resources={"cpu": 1, "heap_mib": 512, "gpu": 1}, slot_sharing_group="gpu")
+        load >> forward() >> train
+    with pytest.raises(JobGraphError) as error:
+        regionflow.transform(dag, config=config)
+    message = str(error.value)
+    assert message.startswith("DAG 'gpu_dag' cannot run on this cluster: vertex 'train' asks cpu=1,heap=512MiB,gpu=1")
+    assert "gpu: asked 1 per slot, the largest slot offers 0 (host 'h1')" in message

@@ -139,6 +139,7 @@ def test_profile_no_host_offers_is_rejected_at_once():
     message = str(error.value)
     assert "region 'train' needs 1 slot of cpu=1,heap=0MiB,gpu=1" in message
     assert "no host offers a slot that fits" in message
+    assert "gpu: asked 1 per slot, the largest slot offers 0 (host 'h1')" in message
     assert "h1: 2 x cpu=1,heap=1024MiB" in message
 
 

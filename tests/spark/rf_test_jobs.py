@@ -67,3 +67,14 @@ def not_a_frame_job():
 def flaky_enrich_job():
     return orders.build_job(sink="flaky/totals", name="orders_flaky",
                             functions={"enrich": enrich_fails_in_first_attempt})
+
+
+def sized_job():
+    """One vertex that declares 2 cores and 1 GiB of heap (for the sizing test on the standalone cluster)."""
+    from regionflow.core.graph import JobGraph
+    from regionflow.core.resources import ResourceProfile
+
+    graph = JobGraph("sized")
+    graph.add_vertex("orders", 1, resources=ResourceProfile.of(cpu=2, heap_mib=1024), fn=orders.generate_orders,
+                     sink="sized/orders")
+    return graph.validate()

@@ -60,6 +60,8 @@ def test_a_client_session_runs_jobs_on_the_servers_local_master(server):
         assert spark.range(1000).selectExpr("sum(id) AS s").collect()[0]["s"] == 499500
         assert spark.conf.get("spark.master") == "local[2]"
         assert spark.conf.get("spark.connect.grpc.binding.address") == "127.0.0.1"
+        # sized from its host (2 slots of the default 1 GiB each), as the server's Spark reports it
+        assert spark.conf.get("spark.driver.memory") == "2048m"
     finally:
         spark.stop()
 

@@ -10,8 +10,13 @@ import time
 
 import pytest
 
+from regionflow.core.graph import load_job
+from regionflow.core.plan import Plan
 from regionflow.core.resources import ResourceProfile
+from regionflow.examples.orders import ORDER_COUNT
 from regionflow.processes import process_group_members
+from regionflow.scheduling.hosts import Cluster
+from regionflow.spark.runner import LocalRunner, RunOptions
 from regionflow.spark.standalone import StandaloneCluster, StandaloneClusterError, listening_sockets
 from regionflow.spark.submit import RegionSubmission, build_submit_kwargs
 from regionflow.spark.watch import MasterWatcher, any_master_answers, explain, standalone_masters
@@ -127,3 +132,18 @@ def test_only_standalone_masters_are_watched():
         port = listener.getsockname()[1]
         assert any_master_answers([("127.0.0.1", port)])
     assert not any_master_answers([("127.0.0.1", port)])
+
+
+@pytest.mark.timeout(420)
+def test_a_vertex_asking_2_cores_and_1_gib_gets_an_executor_of_that_size(standalone_cluster, tmp_path):
+    """The host's slot offers 2 cores and 2 GiB, more than the fixture's 1 GiB worker has: an application
+    sized from the host would never get an executor. Sized from the request it runs, and Spark's master
+    (its JSON, not regionflow's conf) reports 2 cores and 1024 MiB per executor."""
+    cluster = Cluster.parse(f"big:slots=1,cpu=2,mem=2g,master={standalone_cluster.master_url}")
+    job = "rf_test_jobs:sized_job"
+    summary = LocalRunner(job, Plan(load_job(job)), RunOptions(data_dir=str(tmp_path), cluster=cluster,
+                                                               progress=None, backend="submit")).run()
+    assert summary.sinks["orders"]["rows"] == ORDER_COUNT
+    apps = [app for app in standalone_cluster.status()["completedapps"] if app["name"].startswith("regionflow orders")]
+    assert len(apps) == 1, standalone_cluster.status()["completedapps"]
+    assert (apps[0]["cores"], apps[0]["memoryperexecutor"]) == (2, 1024), apps[0]

@@ -102,6 +102,41 @@ class ResourceProfile:
             _normalise_extended({k: v * factor for k, v in self.extended}),
         )
 
+    def amount(self, name: str) -> float:
+        """How much of resource `name` this profile has: cpu, heap_mib, off_heap_mib, managed_mib or an
+        extended resource such as gpu (0 when absent)."""
+        if name in _SCALAR_FIELDS:
+            return float(getattr(self, name))
+        return self.extended_map.get(name, 0.0)
+
+    def covering(self, other: ResourceProfile) -> ResourceProfile:
+        """The smallest profile both this one and `other` fit in (the element-wise maximum); UNKNOWN
+        if either is."""
+        if self.unknown or other.unknown:
+            return UNKNOWN
+        merged = self.extended_map
+        for name, value in other.extended:
+            merged[name] = max(merged.get(name, 0), value)
+        return ResourceProfile(
+            max(self.cpu, other.cpu),
+            max(self.heap_mib, other.heap_mib),
+            max(self.off_heap_mib, other.off_heap_mib),
+            max(self.managed_mib, other.managed_mib),
+            _normalise_extended(merged),
+        )
+
+    def exceeding(self, offer: ResourceProfile) -> list[tuple[str, float, float]]:
+        """The dimensions in which this profile does not fit `offer`: (name, asked, offered), names as
+        in `describe` (cpu, heap_mib, ..., or an extended resource such as gpu)."""
+        if self.unknown or offer.unknown:
+            return []
+        short = [(name, getattr(self, name), getattr(offer, name)) for name in _SCALAR_FIELDS
+                 if getattr(self, name) > getattr(offer, name) + 1e-9]
+        offered = offer.extended_map
+        short += [(name, value, offered.get(name, 0)) for name, value in self.extended
+                  if value > offered.get(name, 0) + 1e-9]
+        return short
+
     def fits_in(self, offer: ResourceProfile) -> bool:
         """True when `offer` has at least this much in every dimension (UNKNOWN fits anything)."""
         if self.unknown:

@@ -201,11 +201,12 @@ class PreparedUnit:
             self._job = _job_reference(self.graph, self.job_dag, self.work_dir)
         if self._inputs is None:
             self._inputs = self._input_refs()
+        width = self.layout.width(self.unit, slots)
         return UnitTask(job=self._job, mode=self.plan.mode.value, run_id=self.partitions.run_id,
                         data_dir=self.config.data_dir, unit_key=self.key, unit_name=self.name,
                         regions=list(self.layout.shards[self.unit].regions), attempt_id=attempt_id, host=host,
-                        width=self.layout.width(self.unit, slots), inputs=dict(self._inputs), slots=slots,
-                        max_shards=self.layout.max_shards)
+                        width=width, inputs=dict(self._inputs), slots=slots, max_shards=self.layout.max_shards,
+                        slot_request=self.layout.slot_request(self.unit, width))
 
     def task_path(self, attempt_id: str) -> str:
         return os.path.join(self.work_dir, f"{self.key}-{attempt_id}.json")

@@ -98,6 +98,7 @@ from ..core.resources import ResourceProfile
 from .blocklist import DEFAULT_EXPIRY_S, BlockEntry, Blocklist, Clock
 from .capacity import Demand, Placement, SlotRef, SlotTable, iter_bits
 from .errors import SchedulingError, UnfulfillableBulk
+from .fit import shortfall
 from .hosts import Cluster, Host, describe_slot_counts
 from .requirements import RequirementLedger, ResourceNotice, describe_counts
 
@@ -931,8 +932,9 @@ class _UnfulfillableExplainer:
         for profile, count in self.demand.items:
             fitting = [(host.name, host.slots) for _, host in live if profile.fits_in(host.slot_profile)]
             if not fitting:
-                return (f"{head} but no host offers a slot that fits {profile.describe()} "
-                        f"(slots offered: {self._offers_text(live)}); lower the request or add a host that offers it")
+                return (f"{head} but no host offers a slot that fits {profile.describe()}: "
+                        f"{shortfall(profile, [host for _, host in live])} (slots offered: {self._offers_text(live)}); "
+                        f"lower the request or add a host that offers it")
             usable = [(name, slots) for name, slots in fitting if name not in self.blocked]
             if not usable:
                 return (f"{head} but every host whose slots fit {profile.describe()} is blocklisted for job "

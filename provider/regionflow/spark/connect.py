@@ -4,7 +4,9 @@ TaskManager), started, checked and stopped here.
 A server is ``spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer
 spark-internal`` from the installed pyspark (which ships ``spark-connect_2.13-<version>.jar``), on the
 host's master (``local[<slots>]`` for a local host, pinned to its cores like a submission; a standalone
-master URL otherwise), with its gRPC endpoint bound to 127.0.0.1 on a port per host and Spark's UI off.
+master URL otherwise), sized from the host like a Flink TaskManager (`sizing.sized_conf` of all its
+slots of its slot profile: one JVM of slots x slot memory on local, one executor per slot on
+standalone), with its gRPC endpoint bound to 127.0.0.1 on a port per host and Spark's UI off.
 Every server of a cluster runs in a process group of its own and is described by a small JSON state
 file (pid, port, master, log) in a state directory, so ``regionflow session status`` from another
 process finds it and ``stop`` ends the whole group. Its output goes to ``<state dir>/<host>.log``.
@@ -30,6 +32,7 @@ from ..core.errors import RegionflowError
 from ..localfiles import write_json_atomically, write_text_atomically
 from ..processes import terminate_process_group
 from ..scheduling.hosts import Cluster, Host
+from .sizing import sized_conf
 from .submit import (
     LOOPBACK,
     SubmitConfigError,
@@ -150,6 +153,9 @@ class ConnectServer:
         }
         if master.loopback:
             conf.update({"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK})
+        # sized like a TaskManager from its host: all the host's slots of its slot profile
+        sized = sized_conf(local=master.is_local, slots=self.host.slots, profile=self.host.slot_profile)
+        conf.update({**sized.proposed, **sized.owned})
         conf.update(self.conf)
         args = [spark_submit_binary(), "--class", SERVER_CLASS, "--master", master.url]
         for key, value in conf.items():

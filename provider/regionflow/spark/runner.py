@@ -23,6 +23,8 @@ from typing import Any, cast
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
+from ..scheduling.errors import SchedulingError
+from ..scheduling.fit import misfits
 from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from .attempt import Attempt, AttemptOutcome, Backend, result_reason
@@ -144,7 +146,12 @@ class LocalRunner:
     # ---- pre-flight -------------------------------------------------------------------------------
 
     def preflight(self) -> list[SinkCommitter]:
-        """Everything that can be checked before Spark starts: data dir, sinks, vertex functions."""
+        """Everything that can be checked before Spark starts: slot requests the cluster can never
+        serve (every resource), data dir, sinks, vertex functions."""
+        problems = misfits(self.plan, self.options.cluster.hosts)
+        if problems:
+            raise SchedulingError(f"job {self.plan.graph.name!r} cannot run on this cluster: "
+                                  + "; and ".join(problems))
         self.store.check_writable()
         for vertex in self.plan.graph.vertices.values():
             vertex.resolve_fn()
@@ -222,11 +229,12 @@ class LocalRunner:
 
     def _attempt(self, unit: int, grant: Grant, attempt_id: str) -> Attempt:
         host = self.hosts[grant.slots[0].host]
+        width = self.layout.width(unit, self.largest_host)
         task = UnitTask(job=self.job_reference, mode=self.plan.mode.value, run_id=self.run_id,
                         data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
                         regions=list(self.shards[unit].regions), attempt_id=attempt_id, host=host.name,
-                        width=self.layout.width(unit, self.largest_host), inputs=self._input_descriptors(unit),
-                        slots=len(grant.slots), max_shards=self.options.max_shards)
+                        width=width, inputs=self._input_descriptors(unit), slots=len(grant.slots),
+                        max_shards=self.options.max_shards, slot_request=self.layout.slot_request(unit, width))
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
         self.log_paths[unit] = log_path
         assert self.backend is not None, "run() chooses the backend before the first attempt"

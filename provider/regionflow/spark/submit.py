@@ -24,27 +24,11 @@ between threads. A caller who needs connection extras (kerberos, a spark-binary,
 ``conn_id`` (the hook's own default is ``spark_default``); that connection is used as is, and its
 master must equal the host's sized master (checked before submitting).
 
-Sizing rules (one executor per slot on ``spark://`` masters, one JVM on ``local`` masters):
-
-- ``local``, ``local[*]``, ``local[k]`` -> ``local[<slots>]``; the local JVM is the driver, so its
-  memory is the slots' total memory (``driver_memory``); extended resources are not scheduled.
-- ``spark://host:port`` -> ``executor_cores`` = the slot's cpu rounded up (at least 1),
-  ``total_executor_cores`` = slots x executor_cores (= slots for one-core slots),
-  ``spark.task.cpus`` = executor_cores when above 1 (one task per slot at a time),
-  ``executor_memory`` = the slot's heap (+ managed), dynamic allocation off, extended resources
-  such as ``gpu`` as ``spark.executor.resource.<name>.amount`` (whole units, rounded up) and
-  ``spark.task.resource.<name>.amount`` (Spark accepts task shares <= 0.5 or whole units).
-- Off-heap memory -> ``spark.memory.offHeap.enabled/size``.
-- Managed memory -> ``spark.memory.fraction``. Flink's managed memory is the memory its operators
-  use to sort, hash and cache; Spark's equivalent is the unified (execution + storage) region,
-  ``spark.memory.fraction`` x (heap - 300 MiB reserved). So the JVM heap becomes heap + managed and
-  the fraction is managed / (heap + managed - 300 MiB), which makes the unified region exactly the
-  managed memory and leaves the declared heap (minus Spark's reserve) to user code. The fraction is
-  capped at 0.9 for heaps too small to keep 10 % of user memory.
-- Memory below 512 MiB is raised to 512 MiB: Spark refuses to start a JVM under 1.5 x its 300 MiB
-  reserve. An UNKNOWN profile leaves every memory setting at Spark's default.
-- ``spark.ui.enabled=false`` always; for loopback masters ``spark.driver.bindAddress`` and
-  ``spark.driver.host`` are 127.0.0.1 and ``SPARK_LOCAL_IP=127.0.0.1`` is set for the child.
+Sizing: `slot_profile` is the profile each granted slot is sized to (`sizing.slot_size` of the unit's
+requests); `regionflow.spark.sizing` is the one mapping from it to Spark conf (one executor per slot on
+``spark://`` masters, one JVM of ``local[<slots>]`` on ``local`` masters). Besides,
+``spark.ui.enabled=false`` always; for loopback masters ``spark.driver.bindAddress`` and
+``spark.driver.host`` are 127.0.0.1 and ``SPARK_LOCAL_IP=127.0.0.1`` is set for the child.
 
 The job's own Spark conf is passed through; a key regionflow sets (listed in the error) may only be
 repeated with the same value, anything else is a `SubmitConfigError` naming the key.
@@ -57,7 +41,6 @@ import hashlib
 import importlib.util
 import json
 import logging
-import math
 import os
 import re
 import sys
@@ -73,6 +56,7 @@ from ..airflow_internals import capture_hook_log, hook_process
 from ..core.errors import RegionflowError
 from ..core.resources import ResourceProfile
 from ..processes import DEFAULT_KILL_GRACE_SECONDS, terminate_process_group
+from .sizing import SizedConf, sized_conf
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +64,6 @@ LOOPBACK = "127.0.0.1"
 MANAGED_CONN_PREFIX = "regionflow_"
 DEFAULT_TAIL_LINES = 200
 
-# Spark keeps 300 MiB of every heap for itself and refuses a JVM whose usable heap is under 1.5x
-# that (450 MiB); 512 MiB clears it with the JVM's own accounting.
-_SPARK_RESERVED_MIB = 300
-_SPARK_MIN_MEMORY_MIB = 512
-_MAX_MEMORY_FRACTION = 0.9
 
 _LOCAL_RE = re.compile(r"^local(?:\[(\d+|\*)\])?$")
 _STANDALONE_RE = re.compile(r"^spark://([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(\d+)$")
@@ -185,8 +164,8 @@ def build_submit_kwargs(
     _check_application(application)
     _check_slots(slots)
     target = _sized_master(master, slots)
-    owned = _owned_conf(target, slots, slot_profile, _app_name(name))
-    conf = _merged_conf(owned, job_conf)
+    sized = _owned_conf(target, slots, slot_profile, _app_name(name))
+    conf = _merged_conf(sized, job_conf)
     kwargs: dict[str, Any] = {
         "conn_id": conn_id or managed_conn_id(target.url),
         "conf": {key: value for key, value in conf.items() if key not in _HOOK_ARG_OF_CONF_KEY},
@@ -243,73 +222,19 @@ def _app_name(name: str) -> str:
     return name if name.startswith("regionflow") else f"regionflow {name}"
 
 
-def _owned_conf(target: _Master, slots: int, profile: ResourceProfile, app_name: str) -> dict[str, str]:
+def _owned_conf(target: _Master, slots: int, profile: ResourceProfile, app_name: str) -> SizedConf:
     conf = {"spark.master": target.url, "spark.app.name": app_name, "spark.ui.enabled": "false"}
     if target.loopback:
         conf["spark.driver.bindAddress"] = LOOPBACK
         conf["spark.driver.host"] = LOOPBACK
-    if target.is_local:
-        conf.update(_local_sizing(slots, profile))
-    else:
-        conf.update(_executor_sizing(slots, profile))
-    return conf
+    sized = sized_conf(local=target.is_local, slots=slots, profile=profile)
+    return SizedConf({**conf, **sized.owned}, sized.proposed)
 
 
-def _local_sizing(slots: int, profile: ResourceProfile) -> dict[str, str]:
-    if profile.unknown:
-        return {}
-    return _memory_conf("spark.driver.memory", slots * profile.heap_mib, slots * profile.managed_mib,
-                        slots * profile.off_heap_mib)
-
-
-def _executor_sizing(slots: int, profile: ResourceProfile) -> dict[str, str]:
-    cores = _cores_per_slot(profile)
-    conf = {
-        "spark.executor.cores": str(cores),
-        "spark.cores.max": str(slots * cores),
-        "spark.dynamicAllocation.enabled": "false",
-    }
-    if cores > 1:
-        conf["spark.task.cpus"] = str(cores)
-    if profile.unknown:
-        return conf
-    conf.update(_memory_conf("spark.executor.memory", profile.heap_mib, profile.managed_mib, profile.off_heap_mib))
-    for resource, amount in profile.extended:
-        conf.update(_extended_resource_conf(resource, amount))
-    return conf
-
-
-def _cores_per_slot(profile: ResourceProfile) -> int:
-    if profile.unknown or profile.cpu <= 0:
-        return 1
-    return max(1, math.ceil(profile.cpu - 1e-9))
-
-
-def _memory_conf(memory_key: str, heap_mib: int, managed_mib: int, off_heap_mib: int) -> dict[str, str]:
-    conf: dict[str, str] = {}
-    if heap_mib or managed_mib:
-        jvm_mib = max(_SPARK_MIN_MEMORY_MIB, heap_mib + managed_mib)
-        conf[memory_key] = f"{jvm_mib}m"
-        if managed_mib:
-            fraction = min(_MAX_MEMORY_FRACTION, managed_mib / (jvm_mib - _SPARK_RESERVED_MIB))
-            conf["spark.memory.fraction"] = f"{fraction:.4f}"
-    if off_heap_mib:
-        conf["spark.memory.offHeap.enabled"] = "true"
-        conf["spark.memory.offHeap.size"] = f"{off_heap_mib}m"
-    return conf
-
-
-def _extended_resource_conf(resource: str, amount: float) -> dict[str, str]:
-    per_executor = math.ceil(amount - 1e-9)
-    per_task = amount if amount <= 0.5 else per_executor
-    return {
-        f"spark.executor.resource.{resource}.amount": str(per_executor),
-        f"spark.task.resource.{resource}.amount": f"{per_task:g}",
-    }
-
-
-def _merged_conf(owned: Mapping[str, str], job_conf: Mapping[str, Any] | None) -> dict[str, str]:
-    merged = dict(owned)
+def _merged_conf(sized: SizedConf, job_conf: Mapping[str, Any] | None) -> dict[str, str]:
+    """The grant's conf with the job's: the job may override proposed keys, not owned ones."""
+    owned = sized.owned
+    merged = {**sized.proposed, **owned}
     for key, value in (job_conf or {}).items():
         text = _conf_text(key, value)
         if key in owned and not _same_conf_value(owned[key], text):

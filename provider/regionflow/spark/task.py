@@ -43,6 +43,8 @@ class UnitTask:
     max_shards: int | None = 1  # how the plan was cut into units (`Plan.shards`), to route rows to them
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # group id -> descriptor ref
     reference: bool = False
+    # what each granted slot is sized to (`UnitLayout.slot_request`); {}: the host's slot as it is
+    slot_request: dict[str, Any] = field(default_factory=dict)
     result_path: str | None = None  # reference runs write their sink figures here
 
     def write(self, path: str) -> str:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..core.plan import Plan, Shard
-from ..core.resources import ResourceProfile
+from ..core.resources import UNKNOWN, ResourceProfile
 from ..scheduling.hosts import Host
 from ..scheduling.strategy import RegionScheduler
 from .descriptors import PartitionLocation
 from .program import CHECKSUM_MODULUS, resolve_sink_path
+from .sizing import slot_size
 from .store import PartitionStore
 from .submit import RegionSubmission, build_submit_kwargs
 from .task import UnitTask, unit_key_for
@@ -48,6 +50,12 @@ class UnitLayout:
 
     def requests(self, unit: int, width: int) -> tuple[ResourceProfile, ...]:
         return tuple(p for r in self.plan.shard_requests(self.shards[unit], width) for p in r.expand())
+
+    def slot_request(self, unit: int, width: int) -> dict[str, Any]:
+        """What every granted slot of the unit is sized to, as the unit task carries it: the smallest
+        profile each of its requests fits in; ``{}`` when a request declares nothing (the host's slot)."""
+        size = slot_size(self.requests(unit, width), UNKNOWN)
+        return {} if size.unknown else size.to_dict()
 
     def locations(self, group_index: int, store: PartitionStore,
                   host_of: Callable[[int], str]) -> list[PartitionLocation]:
@@ -113,7 +121,8 @@ def unit_submission(task: UnitTask, task_path: str, host: Host, slots: int, job_
     task.write(task_path)
     kwargs = build_submit_kwargs(
         application=ENTRY_POINT, application_args=["--task", task_path], master=host.spark.master,
-        slots=slots, slot_profile=host.slot_profile, job_conf=default_conf(slots, job_conf),
+        slots=slots, slot_profile=slot_size([ResourceProfile.from_dict(task.slot_request)], host.slot_profile),
+        job_conf=default_conf(slots, job_conf),
         py_files=py_files, name=f"regionflow {task.unit_name} {task.attempt_id}", conn_id=conn_id,
         env_vars=driver_env(task.job),
     )

@@ -16,6 +16,7 @@ from typing import Any
 from ..core.graph import JobGraph
 from ..core.modes import ExchangeMode
 from ..core.plan import Plan
+from ..plan_document import plan_document
 from ..store.records import GrantRecord, GrantState
 
 MAX_PLAN_SUBTASKS = 10_000  # above this the view leaves out the per-subtask plan (``regionflow plan`` has it)
@@ -85,7 +86,7 @@ def plan_view(reference: Mapping[str, Any], dag_id: str, mode: str | ExchangeMod
         "min_slots": plan.min_slots,
     }
     subtasks = plan.topology.subtask_count
-    view["plan"] = plan.to_dict() if subtasks <= MAX_PLAN_SUBTASKS else None
+    view["plan"] = plan_document(plan) if subtasks <= MAX_PLAN_SUBTASKS else None
     if view["plan"] is None:
         view["plan_left_out"] = (f"{subtasks} subtasks: more than {MAX_PLAN_SUBTASKS}; "
                                  f"run `airflow regionflow plan {dag_id} --mode {shown.value} --format json`")
