@@ -90,9 +90,9 @@ def fake_spark_submit(spark_scripts_dir: str) -> str:
 
 @pytest.fixture(scope="session")
 def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    """One master and one 2-core, 1 GiB worker on 127.0.0.1 for the whole session."""
+    """One master and two 2-core, 1 GiB workers on 127.0.0.1 for the whole session."""
     work_dir = str(tmp_path_factory.mktemp("standalone"))
-    with StandaloneCluster(workers=1, cores_per_worker=2, memory_per_worker="1g", work_dir=work_dir) as cluster:
+    with StandaloneCluster(workers=2, cores_per_worker=2, memory_per_worker="1g", work_dir=work_dir) as cluster:
         yield cluster
 
 

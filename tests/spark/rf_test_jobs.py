@@ -75,6 +75,18 @@ def sized_job():
     from regionflow.core.resources import ResourceProfile
 
     graph = JobGraph("sized")
-    graph.add_vertex("orders", 1, resources=ResourceProfile.of(cpu=2, heap_mib=1024), fn=orders.generate_orders,
+    graph.add_vertex("sized", 1, resources=ResourceProfile.of(cpu=2, heap_mib=1024), fn=orders.generate_orders,
                      sink="sized/orders")
+    return graph.validate()
+
+
+def spread_job():
+    """Two vertices of parallelism 2 joined all-to-all, no declared resources: one 2-slot region in
+    all-pipelined mode."""
+    from regionflow.core.graph import JobGraph
+
+    graph = JobGraph("spread")
+    graph.add_vertex("spread", 2, fn=orders.generate_orders)
+    graph.add_vertex("counted", 2, fn=orders.count_per_customer, sink="spread/counts")
+    graph.connect("spread", "counted", "hash", keys=["customer_id"])
     return graph.validate()

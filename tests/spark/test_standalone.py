@@ -13,7 +13,7 @@ import pytest
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.core.resources import ResourceProfile
-from regionflow.examples.orders import ORDER_COUNT
+from regionflow.examples.orders import CUSTOMERS, ORDER_COUNT
 from regionflow.processes import process_group_members
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.runner import LocalRunner, RunOptions
@@ -21,7 +21,7 @@ from regionflow.spark.standalone import StandaloneCluster, StandaloneClusterErro
 from regionflow.spark.submit import RegionSubmission, build_submit_kwargs
 from regionflow.spark.watch import MasterWatcher, any_master_answers, explain, standalone_masters
 
-# Two 512 MiB executors fit the fixture's 1 GiB worker.
+# Two 512 MiB executors fit one of the fixture's 1 GiB workers.
 HALF_GIB_SLOT = ResourceProfile.of(cpu=1, heap_mib=512)
 
 
@@ -49,7 +49,7 @@ def _ss_listeners(pids: set[int]) -> list[str]:
 @pytest.mark.timeout(420)
 def test_a_region_runs_on_the_standalone_cluster_on_loopback_only(standalone_cluster, tiny_app, tmp_path):
     status = standalone_cluster.status()
-    assert status["status"] == "ALIVE" and standalone_cluster.alive_workers() == 1
+    assert status["status"] == "ALIVE" and standalone_cluster.alive_workers() == 2
     assert status["url"] == standalone_cluster.master_url
     assert os.path.isdir(os.path.join(standalone_cluster.work_dir, "logs"))
 
@@ -143,7 +143,28 @@ def test_a_vertex_asking_2_cores_and_1_gib_gets_an_executor_of_that_size(standal
     job = "rf_test_jobs:sized_job"
     summary = LocalRunner(job, Plan(load_job(job)), RunOptions(data_dir=str(tmp_path), cluster=cluster,
                                                                progress=None, backend="submit")).run()
-    assert summary.sinks["orders"]["rows"] == ORDER_COUNT
-    apps = [app for app in standalone_cluster.status()["completedapps"] if app["name"].startswith("regionflow orders")]
+    assert summary.sinks["sized"]["rows"] == ORDER_COUNT
+    apps = [app for app in standalone_cluster.status()["completedapps"] if app["name"].startswith("regionflow sized")]
     assert len(apps) == 1, standalone_cluster.status()["completedapps"]
     assert (apps[0]["cores"], apps[0]["memoryperexecutor"]) == (2, 1024), apps[0]
+
+
+@pytest.mark.timeout(420)
+def test_a_grant_over_two_hosts_of_one_master_gets_an_executor_on_each_worker(standalone_cluster, tmp_path):
+    """Hosts w1 and w2 share the standalone master, one 1 GiB slot each. The region's 2-slot grant spans
+    both: one application with two 1024 MiB executors, which only fit one per worker; Spark's workers
+    (their work directories, not regionflow's records) show an executor of the application on each."""
+    url = standalone_cluster.master_url
+    cluster = Cluster.parse(f"w1:slots=1,master={url};w2:slots=1,master={url}")
+    job = "rf_test_jobs:spread_job"
+    summary = LocalRunner(job, Plan(load_job(job), "all-pipelined"),
+                          RunOptions(data_dir=str(tmp_path), cluster=cluster, progress=None, backend="submit")).run()
+    assert summary.sinks["counted"]["rows"] == CUSTOMERS
+    (unit,) = summary.units
+    assert (unit.host, unit.slots) == ("w1", 2)
+    (app,) = [app for app in standalone_cluster.status()["completedapps"]
+              if app["name"].startswith("regionflow spread") and app["cores"] == 2 and app["memoryperexecutor"] == 1024]
+    work = os.path.join(standalone_cluster.work_dir, "work")
+    executors = {worker: os.listdir(os.path.join(work, worker, app["id"]))
+                 for worker in sorted(os.listdir(work)) if os.path.isdir(os.path.join(work, worker, app["id"]))}
+    assert list(executors) == ["worker-0", "worker-1"] and all(len(ids) == 1 for ids in executors.values()), executors

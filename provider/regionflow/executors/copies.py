@@ -33,6 +33,7 @@ from ..spark.attempt import Attempt
 from ..spark.backends import configured_backend
 from ..spark.store import PartitionStore
 from ..spark.task import UnitTask
+from ..spark.unit import grant_target
 from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
 from ..store import CopyRequestRecord, CopyState, RegionflowStore, StoreError
 from ..store.recorder import StoreRecorder
@@ -101,7 +102,9 @@ class CopyRunner:
         request = self.waiting.pop(grant.bulk_id)
         slots = [[slot.host, slot.index] for slot in grant.slots]
         self.store.record_granted(grant.bulk_id, slots)
-        host = grant.slots[0].host
+        target = grant_target([slot.host for slot in grant.slots], self.config.cluster.host,
+                              pool_masters=self.config.backend != "session")
+        host = target.host.name
         try:
             self.store.mark_copy(request.request_id, CopyState.GRANTED, host=host)
         except StoreError as error:  # cancelled meanwhile: the shard finished
@@ -110,7 +113,7 @@ class CopyRunner:
             return
         self._sequence += 1
         attempt_id = f"spec{self._sequence}-{uuid.uuid4().hex[:6]}"
-        thread = threading.Thread(target=self._run, args=(request, host, len(grant.slots), attempt_id),
+        thread = threading.Thread(target=self._run, args=(request, host, target.slots, attempt_id),
                                   name=f"regionflow-{grant.bulk_id}", daemon=True)
         self.running[grant.bulk_id] = thread
         thread.start()

@@ -34,7 +34,7 @@ from ..spark.program import resolve_sink_path
 from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_component
 from ..spark.submit import build_py_files
 from ..spark.task import UnitTask
-from ..spark.unit import UnitLayout, job_modules
+from ..spark.unit import UnitLayout, grant_target, job_modules
 from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, Settlement
 from ..store import GrantState, RegionflowStore, job_id_for
 from ..store.recorder import StoreRecorder
@@ -152,7 +152,11 @@ class RegionOperator(BaseOperator):
         """The grant of this try's newest admission: (bulk id, host, slots)."""
         grant = store.current_grant(ti.id, ti.try_number)
         if grant is not None and grant.host and grant.state is GrantState.GRANTED:
-            return grant.bulk_id, config.cluster.host(grant.host), len(grant.slots)
+            target = grant_target([host for host, _ in grant.slots], config.cluster.host,
+                                  pool_masters=config.backend != "session")
+            if target.note:
+                self.log.warning("%s", target.note)
+            return grant.bulk_id, target.host, target.slots
         host = next(iter(config.cluster))
         slots = min(host.slots, len(layout.requests(unit, layout.width(unit, host.slots))))
         self.log.warning("no live slot grant recorded for try %d of %s (not run by RegionExecutor?): using host %s "

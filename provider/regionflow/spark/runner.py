@@ -36,7 +36,7 @@ from .session_backend import apply_session_conf
 from .store import PartitionStore, SinkCommitter, local_path
 from .submit import SubmissionResult, build_py_files
 from .task import UnitTask
-from .unit import UnitLayout, default_conf, job_modules, unit_submission
+from .unit import GrantTarget, UnitLayout, default_conf, grant_target, job_modules, unit_submission
 
 DEFAULT_RETRIES = 2
 
@@ -200,9 +200,13 @@ class LocalRunner:
             unit = int(grant.bulk_id.split(":")[0])
             run = self.runs[unit]
             run.attempts += 1
-            run.start, run.end, run.slots, run.host = self._now(), None, len(grant.slots), grant.slots[0].host
+            target = grant_target([slot.host for slot in grant.slots], self.hosts.__getitem__,
+                                  pool_masters=self.servers is None)
+            run.start, run.end, run.slots, run.host = self._now(), None, target.slots, target.host.name
             self.scheduler.on_started(unit)
-            attempt = self._attempt(unit, grant, f"a{run.attempts}-{uuid.uuid4().hex[:6]}")
+            if target.note:
+                self._progress(f"{run.name}: {target.note}")
+            attempt = self._attempt(unit, target, f"a{run.attempts}-{uuid.uuid4().hex[:6]}")
             self.live[unit] = (grant.bulk_id, attempt)
             self.unit_host[unit] = run.host
             threading.Thread(target=self._run_attempt, args=(unit, attempt), daemon=True).start()
@@ -227,19 +231,19 @@ class LocalRunner:
                        f"{time.monotonic() - began:.1f} s")
         return servers
 
-    def _attempt(self, unit: int, grant: Grant, attempt_id: str) -> Attempt:
-        host = self.hosts[grant.slots[0].host]
+    def _attempt(self, unit: int, target: GrantTarget, attempt_id: str) -> Attempt:
+        host = target.host
         width = self.layout.width(unit, self.largest_host)
         task = UnitTask(job=self.job_reference, mode=self.plan.mode.value, run_id=self.run_id,
                         data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
                         regions=list(self.shards[unit].regions), attempt_id=attempt_id, host=host.name,
-                        width=width, inputs=self._input_descriptors(unit), slots=len(grant.slots),
+                        width=width, inputs=self._input_descriptors(unit), slots=target.slots,
                         max_shards=self.options.max_shards, slot_request=self.layout.slot_request(unit, width))
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
         self.log_paths[unit] = log_path
         assert self.backend is not None, "run() chooses the backend before the first attempt"
         return Attempt(task, os.path.join(self.work_dir, f"{self.keys[unit]}-{attempt_id}.json"), host,
-                       len(grant.slots), self.backend, self.store, on_line=_line_writer(log_path))
+                       target.slots, self.backend, self.store, on_line=_line_writer(log_path))
 
     def _run_attempt(self, unit: int, attempt: Attempt) -> None:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.plan import Plan, Shard
@@ -105,6 +106,47 @@ class UnitLayout:
                 if topology.vertex_of(subtask) == exec_edge.src:
                     written.add(topology.produced_group(exec_edge, subtask - topology.offsets[exec_edge.src]).index)
         return written
+
+
+@dataclass(frozen=True)
+class GrantTarget:
+    """Where one Spark application of a grant runs: `host`'s master with `slots` slots. `held` are the
+    granted slots it cannot use (on hosts with another master); `note` says so, or is empty."""
+
+    host: Host
+    slots: int
+    held: int = 0
+    note: str = ""
+
+
+def grant_target(slot_hosts: Sequence[str], host_of: Callable[[str], Host], *,
+                 pool_masters: bool = True) -> GrantTarget:
+    """The application of a grant whose slots lie on `slot_hosts` (one host name per slot, first host
+    first). One application has one master. Granted hosts that share the first host's ``spark://``
+    master pool their slots: that master places one executor per slot over its workers (Spark's
+    ``spark.deploy.spreadOut``, on by default), so the executors land on the granted hosts' workers.
+    A local master is one JVM on one host, so a grant that also spans other hosts runs on the first
+    host's slots only; the others stay held until the region ends (the pool put them in the bulk).
+    Without `pool_masters` (the session backend: each host's Spark Connect server is an application of
+    its own) the application always runs on the first host's slots only."""
+    counts: dict[str, int] = {}
+    for name in slot_hosts:
+        counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        raise ValueError("a grant has at least one slot")
+    first = host_of(next(iter(counts)))
+    if first.spark.is_local or not pool_masters:
+        shared = [first.name]
+    else:
+        shared = [name for name in counts if host_of(name).spark.master == first.spark.master]
+    slots = sum(counts[name] for name in shared)
+    held = len(slot_hosts) - slots
+    if not held:
+        return GrantTarget(first, slots)
+    others = ", ".join(f"{name} ({count})" for name, count in counts.items() if name not in shared)
+    return GrantTarget(first, slots, held, f"one Spark application cannot span the granted hosts' masters: it "
+                                           f"runs on {first.name} with {slots} slot(s); the slots on {others} stay "
+                                           f"held, unused, until it ends")
 
 
 def default_conf(slots: int, job_conf: dict[str, str]) -> dict[str, str]:
