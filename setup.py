@@ -38,7 +38,10 @@ INSTALL_REQUIRES = [
 DUCKDB_VERSION = "1.5.5"
 TPCH_REQUIRES = [f"duckdb=={DUCKDB_VERSION}", f"duckdb-extension-tpch=={DUCKDB_VERSION}"]
 
-TEST_REQUIRES = TPCH_REQUIRES + [
+# k8s:// masters: Airflow's Spark provider submits to Kubernetes only with the cncf-kubernetes provider
+KUBERNETES_REQUIRES = ["apache-airflow-providers-cncf-kubernetes>=10.25,<11"]
+
+TEST_REQUIRES = TPCH_REQUIRES + KUBERNETES_REQUIRES + [
     "pytest>=8.3,<10",
     "pytest-timeout>=2.3,<3",
     "hypothesis>=6.100,<7",
@@ -65,7 +68,7 @@ setup(
     include_package_data=True,
     zip_safe=False,
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "tpch": TPCH_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "tpch": TPCH_REQUIRES, "kubernetes": KUBERNETES_REQUIRES},
     entry_points={
         "console_scripts": ["regionflow=regionflow.cli:main"],
         "apache_airflow_provider": ["provider_info=regionflow:get_provider_info"],

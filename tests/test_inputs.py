@@ -161,7 +161,8 @@ BAD_HOSTS = [
     ("a:2,affinity=3-1", ["host 'a'.affinity = '3-1'"]),
     ("a:2,affinity=0-100000000", ["core 100000000", "below 8192"]),
     ("a:2,affinity=0+0", ["lists a core twice"]),
-    ("a:2,master=yarn", ["host 'a'.master = 'yarn'"]),
+    ("a:2,master=mesos://m:5050", ["host 'a'.master = 'mesos://m:5050'"]),
+    ("a:2,master=yarn", []),  # fine: YARN and Kubernetes masters are hosts of the submit backend
     ("a:2,slots=3", ["field 'slots' is given twice"]),
     ("a:2;a:2", ["host 'a' is listed twice"]),
     ("a:2,cpu=1,affinity=0", []),  # fine: one pinned core, one cpu
@@ -220,7 +221,8 @@ SAME_RULE_HOSTS = [
     (":2", {"name": "", "slots": 2}, ["host ''.name is empty"]),
     ("a:cpu=2", {"cpu": 2}, ["host 'a' needs 'slots'"]),
     ("a b:2", {"name": "a b", "slots": 2}, ["host 'a b'.name = 'a b'", "letters, digits"]),
-    ("a:2,master=yarn", {"slots": 2, "master": "yarn"}, ["host 'a'.master = 'yarn'", "spark://host:port"]),
+    ("a:2,master=mesos://m:5050", {"slots": 2, "master": "mesos://m:5050"},
+     ["host 'a'.master = 'mesos://m:5050'", "spark://host:port", "yarn", "k8s://https://host:port"]),
     ("a:2,affinity=0+0", {"slots": 2, "affinity": "0+0"}, ["host 'a'.affinity = '0+0'", "a core twice"]),
     ("a:2,cpu=4,affinity=0-1", {"slots": 2, "cpu": 4, "affinity": [0, 1]}, ["host 'a': cpu=4",
                                                                              "affinity pins only 2 cores"]),

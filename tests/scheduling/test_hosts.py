@@ -108,7 +108,7 @@ def test_local_default_has_one_slot_per_core():
         ("h1:2,cpus=4", ["host 'h1'", "unknown key 'cpus'", "allowed: name, slots, cpu"]),
         ("h1:2,cpu=0", ["host 'h1'.cpu is 0", "greater than 0"]),
         ("h1:2,gpu=-1", ["host 'h1'.gpu is -1", "at least 0"]),
-        ("h1:2,master=yarn", ["host 'h1'.master = 'yarn'", "spark://host:port"]),
+        ("h1:2,master=mesos://m:5050", ["host 'h1'.master = 'mesos://m:5050'", "spark://host:port", "yarn"]),
         ("h1:2,master=spark://m:7077,affinity=0-1", ["host 'h1'", "affinity", "local"]),
         ("h1:2,affinity=3-1", ["host 'h1'.affinity = '3-1'", "0-3+8"]),
         ("h1:2,cpu=4,affinity=0-1", ["host 'h1'", "cpu=4", "affinity pins only 2 cores"]),

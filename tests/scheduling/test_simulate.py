@@ -107,3 +107,20 @@ def test_fifo_bulk_completes_whenever_every_region_fits(job_plans, slots_per_hos
         assert all(run.start is not None and run.end is not None for run in result.runs)
         for run in result.runs:
             assert run.start >= run.ready
+
+
+def test_cli_simulate_takes_gpu_hosts_and_yarn_and_kubernetes_masters(capsys, tmp_path):
+    spec = tmp_path / "train.json"
+    spec.write_text(json.dumps({"name": "train", "vertices": [
+        {"id": "load", "parallelism": 2, "resources": {"cpu": 1, "heap_mib": 512}},
+        {"id": "fit", "parallelism": 1, "resources": {"cpu": 1, "heap_mib": 512, "gpu": 1}, "slot_sharing_group": "g"},
+    ], "edges": [{"src": "load", "dst": "fit", "distribution": "REBALANCE", "exchange": "BLOCKING"}]}))
+    hosts = "n1:2,master=yarn;p1:1,gpu=1,master=k8s://https://api.k:6443"
+    assert main(["simulate", str(spec), "--hosts", hosts, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["completed"] is True
+    assert {region["region"].split("[")[0]: region["hosts"] for region in data["regions"]} == {
+        "load": ["n1"], "fit": ["p1"]}
+    assert main(["simulate", str(spec), "--hosts", "n1:2,master=yarn"]) != 0
+    out = capsys.readouterr()
+    assert "gpu: asked 1 per slot, the largest slot offers 0 (host 'n1')" in out.out + out.err

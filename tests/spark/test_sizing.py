@@ -15,6 +15,7 @@ from regionflow.cli import plan_output
 from regionflow.core.graph import JobGraph
 from regionflow.core.plan import Plan
 from regionflow.core.resources import UNKNOWN, ResourceProfile
+from regionflow.masters import Master
 from regionflow.plan_document import plan_document
 from regionflow.spark.sizing import (
     GPU_DISCOVERY_SCRIPT,
@@ -51,7 +52,7 @@ def test_a_request_sizes_the_executor_not_the_hosts_slot():
 
 
 def test_gpu_requests_get_the_shipped_discovery_script_which_the_job_may_replace():
-    conf = sized_conf(local=False, slots=2, profile=GPU_REQUEST)
+    conf = sized_conf(Master.parse("spark://127.0.0.1:7077"), 2, GPU_REQUEST)
     key = "spark.executor.resource.gpu.discoveryScript"
     assert conf.proposed == {key: gpu_discovery_script()}
     assert conf.owned["spark.executor.resource.gpu.amount"] == "1" and key not in conf.owned
@@ -66,7 +67,7 @@ def test_gpu_requests_get_the_shipped_discovery_script_which_the_job_may_replace
 
 
 def test_local_masters_size_one_jvm_for_all_slots():
-    conf = sized_conf(local=True, slots=3, profile=ResourceProfile.of(cpu=1, heap_mib=1024, off_heap_mib=100))
+    conf = sized_conf(Master.parse("local[*]"), 3, ResourceProfile.of(cpu=1, heap_mib=1024, off_heap_mib=100))
     assert conf.owned == {"spark.driver.memory": "3072m", "spark.memory.offHeap.enabled": "true",
                           "spark.memory.offHeap.size": "300m"}
 

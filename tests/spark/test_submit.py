@@ -198,7 +198,7 @@ def test_slots_must_be_a_whole_number_of_at_least_one(slots):
         kwargs_for(slots=slots)
 
 
-@pytest.mark.parametrize("master", ["yarn", "k8s://https://k:6443", "mesos://m:5050", "local[2,3]", "", "spark://h"])
+@pytest.mark.parametrize("master", ["yarn-cluster", "k8s://", "mesos://m:5050", "local[2,3]", "", "spark://h"])
 def test_unsupported_masters_are_errors_naming_the_master(master):
     with pytest.raises(SubmitConfigError, match="master") as error:
         kwargs_for(master)

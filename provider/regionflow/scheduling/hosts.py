@@ -42,6 +42,7 @@ from typing import Any
 
 from ..core.errors import SpecError
 from ..core.resources import ResourceProfile
+from ..masters import Master
 from .hostspec import HOST, affinity_cores, hosts_from_text, size_mib
 
 DEFAULT_HEAP_MIB_PER_SLOT = 1024
@@ -61,7 +62,7 @@ class SparkTarget:
 
     @property
     def is_local(self) -> bool:
-        return self.master.startswith("local")
+        return Master.parse(self.master).is_local
 
 
 @dataclass(frozen=True)
@@ -339,7 +340,7 @@ def _spark_target(name: str, master: Any, affinity: tuple[int, ...], cpu: float 
     if master is None:
         threads = len(affinity) or max(1, int(cpu if cpu is not None else slots))
         return SparkTarget(f"local[{threads}]", affinity)
-    if affinity and not master.startswith("local"):
+    if affinity and not Master.parse(master).is_local:
         raise SpecError(
             f"host '{name}': affinity only applies to local[k] hosts, not to master={master}; drop affinity"
         )

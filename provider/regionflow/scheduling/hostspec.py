@@ -15,13 +15,13 @@ from typing import Any
 
 from ..core.errors import SpecError
 from ..core.schema import Field, Model
+from ..masters import FORMS as MASTER_FORMS
+from ..masters import master_problem
 
 MAX_SLOTS_PER_HOST = 32768  # as many as the largest vertex parallelism; a typo must not build a huge pool
 MAX_CORE_ID = 8192  # Linux's largest CONFIG_NR_CPUS default; a typo like 0-100000000 must not list 10^8 cores
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_LOCAL_RE = re.compile(r"^local(\[(\d+|\*)\])?$")
-_STANDALONE_RE = re.compile(r"^spark://[A-Za-z0-9_.\-]+:\d+$")
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?$", re.IGNORECASE)
 _SIZE_FACTOR_TO_MIB = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024.0}
 _RANGE_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -68,12 +68,6 @@ def _size_problem(value: Any) -> str | None:
     if isinstance(value, str) and size_mib(value) is None:
         return "not a memory size; write e.g. 4g, 512m or 2048 (MiB)"
     return None
-
-
-def _master_problem(master: str) -> str | None:
-    if _LOCAL_RE.match(master) or _STANDALONE_RE.match(master):
-        return None
-    return "not a Spark master regionflow runs; use local, local[k], local[*] or spark://host:port"
 
 
 def _affinity_problem(value: Any) -> str | None:
@@ -127,8 +121,8 @@ HOST = Model("host", "a place that runs Spark and offers slots to the pool (a re
           minimum=1, maximum=MAX_SLOTS_PER_HOST),
     *_resources("of the whole host"),
     Field("slot", SLOT, "per-slot overrides"),
-    Field("master", "string", "local, local[k], local[*] or spark://host:port (default local[cores])",
-          non_empty=True, check=_master_problem),
+    Field("master", "string", f"{MASTER_FORMS} (default local[cores])",
+          non_empty=True, check=master_problem),
     Field("affinity", ("array", "string"), f"core ids to pin a local host to (0 to {MAX_CORE_ID - 1}), a list or "
           "'0-3+8'", items="integer", minimum=0, maximum=MAX_CORE_ID - 1, check=_affinity_problem),
 ))

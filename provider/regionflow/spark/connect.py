@@ -36,8 +36,8 @@ from .sizing import sized_conf
 from .submit import (
     LOOPBACK,
     SubmitConfigError,
-    _sized_master,
     pinned_cpus,
+    sized_master,
     spark_child_env,
     spark_submit_binary,
 )
@@ -138,7 +138,7 @@ class ConnectServer:
 
     def command(self) -> list[str]:
         """The spark-submit command line of this host's server."""
-        master = _sized_master(self.host.spark.master, self.host.slots)
+        master = sized_master(self.host.spark.master, self.host.slots)
         conf = {
             "spark.connect.grpc.binding.address": LOOPBACK,
             "spark.connect.grpc.binding.port": str(self.port),
@@ -154,7 +154,7 @@ class ConnectServer:
         if master.loopback:
             conf.update({"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK})
         # sized like a TaskManager from its host: all the host's slots of its slot profile
-        sized = sized_conf(local=master.is_local, slots=self.host.slots, profile=self.host.slot_profile)
+        sized = sized_conf(master, self.host.slots, self.host.slot_profile)
         conf.update({**sized.proposed, **sized.owned})
         conf.update(self.conf)
         args = [spark_submit_binary(), "--class", SERVER_CLASS, "--master", master.url]

@@ -36,7 +36,15 @@ from .session_backend import apply_session_conf
 from .store import PartitionStore, SinkCommitter, local_path
 from .submit import SubmissionResult, build_py_files
 from .task import UnitTask
-from .unit import GrantTarget, UnitLayout, default_conf, grant_target, job_modules, unit_submission
+from .unit import (
+    GrantTarget,
+    UnitLayout,
+    default_conf,
+    excluded_nodes,
+    grant_target,
+    job_modules,
+    unit_submission,
+)
 
 DEFAULT_RETRIES = 2
 
@@ -238,7 +246,9 @@ class LocalRunner:
                         data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
                         regions=list(self.shards[unit].regions), attempt_id=attempt_id, host=host.name,
                         width=width, inputs=self._input_descriptors(unit), slots=target.slots,
-                        max_shards=self.options.max_shards, slot_request=self.layout.slot_request(unit, width))
+                        max_shards=self.options.max_shards, slot_request=self.layout.slot_request(unit, width),
+                        excluded_nodes=excluded_nodes(host, list(self.pool.blocklist.hosts_for(self.plan.graph.name)),
+                                                      self.options.cluster.hosts))
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
         self.log_paths[unit] = log_path
         assert self.backend is not None, "run() chooses the backend before the first attempt"

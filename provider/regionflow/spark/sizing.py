@@ -9,11 +9,14 @@ as it is, so a unit with such a request is sized to the host's slot profile.
 The mapping, per granted slot (the README shows it as a table):
 
 ================  =========================================  ============================================
-request           ``spark://`` master: one executor per slot  ``local[k]``: one JVM (driver) for k slots
+request           cluster master: one executor per slot       ``local[k]``: one JVM (driver) for k slots
 ================  =========================================  ============================================
 cpu               ``spark.executor.cores`` = ceil(cpu) (>= 1), ``local[<slots>]``
-                  ``spark.cores.max`` = slots x cores,
-                  ``spark.task.cpus`` = cores when above 1
+                  ``spark.cores.max`` = slots x cores
+                  (standalone) or ``spark.executor.instances``
+                  = slots (YARN, Kubernetes; there also
+                  ``spark.kubernetes.executor.request.cores``
+                  = cpu), ``spark.task.cpus`` = cores when > 1
 heap              ``spark.executor.memory`` = heap + managed  ``spark.driver.memory`` = slots x (heap +
                                                               managed)
 managed memory    ``spark.memory.fraction`` = managed /       the same fraction over the driver's heap
@@ -52,6 +55,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..core.resources import ResourceProfile
+from ..masters import Master, MasterKind
 
 GPU = "gpu"
 # Spark keeps 300 MiB of every heap for itself and refuses a JVM whose usable heap is under 1.5x
@@ -59,6 +63,7 @@ GPU = "gpu"
 SPARK_RESERVED_MIB = 300
 SPARK_MIN_MEMORY_MIB = 512
 MAX_MEMORY_FRACTION = 0.9
+_STANDALONE = Master("spark://cluster:7077", MasterKind.STANDALONE)  # the form the plan JSON shows
 GPU_DISCOVERY_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resources", "gpu_discovery.sh")
 
 
@@ -81,18 +86,18 @@ def slot_size(requests: Iterable[ResourceProfile], host_slot: ResourceProfile) -
     return host_slot if size is None else size
 
 
-def sized_conf(*, local: bool, slots: int, profile: ResourceProfile) -> SizedConf:
-    """Spark conf for `slots` slots each of `profile`, on a local master (one JVM) or a cluster
-    master (one executor per slot). See the module docstring for the mapping."""
-    if local:
+def sized_conf(master: Master, slots: int, profile: ResourceProfile) -> SizedConf:
+    """Spark conf for `slots` slots each of `profile` on `master`: one JVM on a local master, one
+    executor per slot on a cluster master. See the module docstring for the mapping."""
+    if master.is_local:
         return SizedConf(_local_conf(slots, profile))
-    return _executor_conf(slots, profile)
+    return _executor_conf(master.kind, slots, profile)
 
 
 def region_spark_conf(profile: ResourceProfile, slots: int) -> dict[str, str]:
     """The cluster-master conf of a region of `slots` slots of `profile`, owned and proposed keys
     together: what ``regionflow plan --format json`` shows per region (``spark_conf``)."""
-    conf = sized_conf(local=False, slots=slots, profile=profile)
+    conf = sized_conf(_STANDALONE, slots, profile)
     return {**conf.proposed, **conf.owned}
 
 
@@ -110,13 +115,15 @@ def _local_conf(slots: int, profile: ResourceProfile) -> dict[str, str]:
                         slots * profile.off_heap_mib)
 
 
-def _executor_conf(slots: int, profile: ResourceProfile) -> SizedConf:
+def _executor_conf(kind: MasterKind, slots: int, profile: ResourceProfile) -> SizedConf:
     cores = cores_per_slot(profile)
-    owned = {
-        "spark.executor.cores": str(cores),
-        "spark.cores.max": str(slots * cores),
-        "spark.dynamicAllocation.enabled": "false",
-    }
+    owned = {"spark.executor.cores": str(cores), "spark.dynamicAllocation.enabled": "false"}
+    if kind is MasterKind.STANDALONE:
+        owned["spark.cores.max"] = str(slots * cores)  # a standalone master starts executors until this is reached
+    else:
+        owned["spark.executor.instances"] = str(slots)  # YARN and Kubernetes start exactly this many
+    if kind is MasterKind.KUBERNETES and not profile.unknown and profile.cpu > 0:
+        owned["spark.kubernetes.executor.request.cores"] = f"{profile.cpu:g}"  # a pod may ask a fraction of a core
     if cores > 1:
         owned["spark.task.cpus"] = str(cores)
     proposed: dict[str, str] = {}
@@ -127,6 +134,8 @@ def _executor_conf(slots: int, profile: ResourceProfile) -> SizedConf:
         owned.update(_extended_resource_conf(resource, amount))
         if resource == GPU:
             proposed[f"spark.executor.resource.{GPU}.discoveryScript"] = gpu_discovery_script()
+            if kind is MasterKind.KUBERNETES:
+                proposed[f"spark.executor.resource.{GPU}.vendor"] = "nvidia.com"  # the pods' resource name
     return SizedConf(owned, proposed)
 
 

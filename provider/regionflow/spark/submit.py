@@ -53,9 +53,11 @@ from functools import lru_cache
 from typing import Any
 
 from ..airflow_internals import capture_hook_log, hook_process
-from ..core.errors import RegionflowError
+from ..core.errors import RegionflowError, SpecError
 from ..core.resources import ResourceProfile
+from ..masters import Master, MasterKind
 from ..processes import DEFAULT_KILL_GRACE_SECONDS, terminate_process_group
+from .cluster_managers import exclusion_conf
 from .sizing import SizedConf, sized_conf
 
 log = logging.getLogger(__name__)
@@ -65,9 +67,6 @@ MANAGED_CONN_PREFIX = "regionflow_"
 DEFAULT_TAIL_LINES = 200
 
 
-_LOCAL_RE = re.compile(r"^local(?:\[(\d+|\*)\])?$")
-_STANDALONE_RE = re.compile(r"^spark://([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(\d+)$")
-_LOOPBACK_HOSTS = ("localhost", "[::1]")
 _LOG4J_LINE_RE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 _TRACEBACK_START = "Traceback (most recent call last):"
 
@@ -137,13 +136,6 @@ def spark_child_env(*, loopback: bool = True) -> dict[str, str]:
 # ---- submit arguments --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Master:
-    url: str
-    is_local: bool
-    loopback: bool
-
-
 def build_submit_kwargs(
     *,
     application: str,
@@ -156,15 +148,24 @@ def build_submit_kwargs(
     name: str,
     conn_id: str | None = None,
     env_vars: Mapping[str, str] | None = None,
+    excluded_nodes: Sequence[str] = (),
+    pod_template_file: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of `SparkSubmitHook` running `application` on `slots` slots of `master`.
 
     See the module docstring for the sizing rules and for how the master reaches the hook.
+    `excluded_nodes` are nodes of a YARN or Kubernetes master the executors must avoid (the job's
+    blocklist, `cluster_managers`); Kubernetes takes them through `pod_template_file`.
     """
     _check_application(application)
     _check_slots(slots)
-    target = _sized_master(master, slots)
+    target = sized_master(master, slots)
     sized = _owned_conf(target, slots, slot_profile, _app_name(name))
+    try:
+        sized.owned.update(exclusion_conf(target, excluded_nodes, pod_template_file))
+    except ValueError as error:
+        raise SubmitConfigError(f"master {master!r}: {error}; write it with cluster_managers.write_pod_template") \
+            from None
     conf = _merged_conf(sized, job_conf)
     kwargs: dict[str, Any] = {
         "conn_id": conn_id or managed_conn_id(target.url),
@@ -202,17 +203,26 @@ def _check_slots(slots: int) -> None:
         raise SubmitConfigError(f"slots={slots!r} is not valid; a submission needs a whole number of slots >= 1")
 
 
-def _sized_master(master: str, slots: int) -> _Master:
-    text = (master or "").strip()
-    if _LOCAL_RE.match(text):
-        return _Master(f"local[{slots}]", is_local=True, loopback=True)
-    match = _STANDALONE_RE.match(text)
-    if match:
-        host = match.group(1)
-        return _Master(text, is_local=False, loopback=host.startswith("127.") or host in _LOOPBACK_HOSTS)
-    raise SubmitConfigError(
-        f"master {master!r} is not supported; use local, local[k], local[*] or spark://host:port"
-    )
+def sized_master(master: str, slots: int) -> Master:
+    """`master` parsed (`regionflow.masters`) for a submission of `slots` slots (``local[slots]`` for a
+    local master); a `SubmitConfigError` names an unsupported one, or a missing provider it needs."""
+    try:
+        parsed = Master.parse(master).sized(slots)
+    except SpecError as error:
+        raise SubmitConfigError(str(error)) from None
+    if parsed.kind is MasterKind.KUBERNETES and not kubernetes_provider_installed():
+        raise SubmitConfigError(
+            f"master {master!r}: Airflow's Spark provider submits to Kubernetes only with "
+            "apache-airflow-providers-cncf-kubernetes installed; pip install 'airflow-provider-regionflow[kubernetes]'")
+    return parsed
+
+
+def kubernetes_provider_installed() -> bool:
+    """Whether Airflow's cncf-kubernetes provider (which the Spark hook needs for k8s:// masters) is installed."""
+    try:
+        return importlib.util.find_spec("airflow.providers.cncf.kubernetes") is not None
+    except ImportError:
+        return False
 
 
 def _app_name(name: str) -> str:
@@ -222,12 +232,12 @@ def _app_name(name: str) -> str:
     return name if name.startswith("regionflow") else f"regionflow {name}"
 
 
-def _owned_conf(target: _Master, slots: int, profile: ResourceProfile, app_name: str) -> SizedConf:
+def _owned_conf(target: Master, slots: int, profile: ResourceProfile, app_name: str) -> SizedConf:
     conf = {"spark.master": target.url, "spark.app.name": app_name, "spark.ui.enabled": "false"}
     if target.loopback:
         conf["spark.driver.bindAddress"] = LOOPBACK
         conf["spark.driver.host"] = LOOPBACK
-    sized = sized_conf(local=target.is_local, slots=slots, profile=profile)
+    sized = sized_conf(target, slots, profile)
     return SizedConf({**conf, **sized.owned}, sized.proposed)
 
 
@@ -281,7 +291,7 @@ def _joined_py_files(py_files: Sequence[str]) -> str | None:
     return ",".join(py_files) or None
 
 
-def _merged_env(target: _Master, env_vars: Mapping[str, str] | None) -> dict[str, str]:
+def _merged_env(target: Master, env_vars: Mapping[str, str] | None) -> dict[str, str]:
     env = spark_child_env(loopback=target.loopback)
     for key, value in (env_vars or {}).items():
         if key in _OWNED_ENV and key in env and env[key] != str(value):

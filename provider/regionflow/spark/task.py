@@ -45,6 +45,8 @@ class UnitTask:
     reference: bool = False
     # what each granted slot is sized to (`UnitLayout.slot_request`); {}: the host's slot as it is
     slot_request: dict[str, Any] = field(default_factory=dict)
+    # nodes of a YARN or Kubernetes host's master the executors must avoid (the job's blocklist)
+    excluded_nodes: list[str] = field(default_factory=list)
     result_path: str | None = None  # reference runs write their sink figures here
 
     def write(self, path: str) -> str:

@@ -15,8 +15,10 @@ from typing import Any
 
 from ..core.plan import Plan, Shard
 from ..core.resources import UNKNOWN, ResourceProfile
+from ..masters import Master, MasterKind
 from ..scheduling.hosts import Host
 from ..scheduling.strategy import RegionScheduler
+from .cluster_managers import nodes_of, write_pod_template
 from .descriptors import PartitionLocation
 from .program import CHECKSUM_MODULUS, resolve_sink_path
 from .sizing import slot_size
@@ -149,6 +151,14 @@ def grant_target(slot_hosts: Sequence[str], host_of: Callable[[str], Host], *,
                                            f"held, unused, until it ends")
 
 
+def excluded_nodes(host: Host, blocked_hosts: Sequence[str], hosts: Sequence[Host]) -> list[str]:
+    """The job's blocked hosts that are nodes of a YARN or Kubernetes `host`'s master, for its unit task."""
+    master = Master.parse(host.spark.master)
+    if master.kind not in (MasterKind.YARN, MasterKind.KUBERNETES):
+        return []
+    return nodes_of(master, blocked_hosts, hosts)
+
+
 def default_conf(slots: int, job_conf: dict[str, str]) -> dict[str, str]:
     """Spark conf regionflow proposes for a submission of `slots` slots; the job's own conf wins.
     Regions are small units of work: 200 shuffle partitions and INFO logging only cost time."""
@@ -161,12 +171,16 @@ def unit_submission(task: UnitTask, task_path: str, host: Host, slots: int, job_
                     py_files: Sequence[str], *, on_line: Callable[[str], None] | None = None,
                     forward_output: bool = True, conn_id: str | None = None) -> RegionSubmission:
     task.write(task_path)
+    master = Master.parse(host.spark.master)
+    pod_template = None
+    if task.excluded_nodes and master.kind is MasterKind.KUBERNETES:
+        pod_template = write_pod_template(os.path.dirname(os.path.abspath(task_path)), task.excluded_nodes)
     kwargs = build_submit_kwargs(
         application=ENTRY_POINT, application_args=["--task", task_path], master=host.spark.master,
         slots=slots, slot_profile=slot_size([ResourceProfile.from_dict(task.slot_request)], host.slot_profile),
         job_conf=default_conf(slots, job_conf),
         py_files=py_files, name=f"regionflow {task.unit_name} {task.attempt_id}", conn_id=conn_id,
-        env_vars=driver_env(task.job),
+        env_vars=driver_env(task.job), excluded_nodes=task.excluded_nodes, pod_template_file=pod_template,
     )
     return RegionSubmission(ENTRY_POINT, kwargs, cpu_affinity=host.spark.cpu_affinity, on_line=on_line,
                             forward_output=forward_output)

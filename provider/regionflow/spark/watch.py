@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.attempts import AttemptState
+from ..masters import Master, MasterKind, master_problem
 from .store import CommittedUnit, PartitionStore
 
 DEFAULT_WATCH_INTERVAL_S = 1.0
@@ -89,14 +90,10 @@ class CommitWatcher(_SubmissionWatcher):
 
 def standalone_masters(master: str | None) -> list[tuple[str, int]]:
     """(host, port) of every master of a ``spark://h1:p1,h2:p2`` URL; [] for any other master."""
-    if not master or not master.startswith("spark://"):
+    if master_problem(master) is not None:
         return []
-    addresses = []
-    for part in master[len("spark://"):].split(","):
-        host, _, port = part.strip().rpartition(":")
-        if host and port.isdigit():
-            addresses.append((host.strip("[]"), int(port)))
-    return addresses
+    parsed = Master.parse(str(master))
+    return list(parsed.endpoints) if parsed.kind is MasterKind.STANDALONE else []
 
 
 def any_master_answers(addresses: list[tuple[str, int]], connect_timeout: float = 2.0) -> bool:
