@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .core.adaptive import decide
 from .core.errors import RegionflowError, SpecError
 from .core.graph import JobGraph, load_job
 from .core.modes import DEFAULT_MODE, ExchangeMode
@@ -205,14 +206,20 @@ def run_run(args: argparse.Namespace) -> int:
     from .spark.runner import LocalRunner, RunOptions, run_reference
 
     job_reference = os.path.abspath(args.job) if os.path.exists(args.job) else args.job
-    plan = Plan(load_job(job_reference), mode_option(args.mode, DEFAULT_MODE))
+    mode = mode_option(args.mode, DEFAULT_MODE)
+    cluster = _cluster_from_args(args)
+    graph, decisions = decide(load_job(job_reference), cluster.total_slots, mode)
+    plan = Plan(graph, mode)
     if args.retries < 0:
         raise SpecError(f"--retries is {args.retries}; give 0 or more")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="regionflow-")
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.format == "json" else print
     options = RunOptions(data_dir=os.path.abspath(data_dir) if "://" not in data_dir else data_dir,
-                         cluster=_cluster_from_args(args), max_shards=args.max_shards, retries=args.retries,
+                         cluster=cluster, max_shards=args.max_shards, retries=args.retries,
                          job_conf=_parse_conf(args.conf), progress=progress, backend=args.backend)
+    if decisions:
+        progress(f"adaptive parallelism for {cluster.total_slots} slot(s): "
+                 + ", ".join(f"{name}={value}" for name, value in decisions.items()))
     if args.reference:
         summary = run_reference(job_reference, plan, options)
     else:

@@ -4,7 +4,8 @@
 its slots gets on a cluster master (``spark_conf``, `regionflow.spark.sizing`): executor cores and
 memory, memory fraction, off-heap, GPUs. A region whose requests declare nothing shows cores only;
 its memory is then the granted host's slot. On a ``local[k]`` master the same memory goes to the one
-JVM (``spark.driver.memory`` = slots x per-slot memory).
+JVM (``spark.driver.memory`` = slots x per-slot memory). Adaptive vertices (``parallelism=(min, max)``)
+are listed under ``adaptive_parallelism`` with what they declare and the value the plan uses.
 """
 from __future__ import annotations
 
@@ -28,4 +29,8 @@ def plan_document(plan: Plan, inputs: bool = False) -> dict[str, Any]:
             confs[shape] = region_spark_conf(size, plan.slots(region))
         spark_conf.append(confs[shape])
     data["spark_conf"] = spark_conf
+    adaptive = {name: {"declared": list(vertex.parallelism_range), "decided": vertex.parallelism}
+                for name, vertex in plan.graph.vertices.items() if vertex.parallelism_range is not None}
+    if adaptive:
+        data["adaptive_parallelism"] = adaptive
     return data

@@ -19,12 +19,14 @@ siblings to compare with, so it gets no sensor. Invalid settings raise at parse 
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .config import RegionflowConfig
 from .contract import NoSlots, RegionSlots, to_executor_config
+from .core.adaptive import decide
 from .core.errors import JobGraphError
 from .core.graph import Distribution, JobGraph, register_job
 from .core.modes import ExchangeMode
@@ -36,6 +38,7 @@ from .scheduling.speculation import SpeculationConfig, SpeculationPolicy, parse_
 from .sensors.speculation import SpeculationSensor, speculation_task_id
 from .spark.unit import UnitLayout
 
+log = logging.getLogger(__name__)
 
 @dataclass
 class TransformResult:
@@ -64,7 +67,10 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     if not vertices:
         raise JobGraphError(f"DAG {dag.dag_id!r} has no SparkVertexOperator; declare vertices before transform(dag)")
     plan_mode = ExchangeMode.parse(mode) if mode is not None else config.mode
-    graph = job_graph_of(dag.dag_id, vertices, plan_mode)
+    graph, decisions = decide(job_graph_of(dag.dag_id, vertices, plan_mode), config.cluster.total_slots, plan_mode)
+    if decisions:
+        log.info("DAG %s: adaptive parallelism for %d slot(s): %s", dag.dag_id, config.cluster.total_slots,
+                 ", ".join(f"{name}={value}" for name, value in decisions.items()))
     plan = Plan(graph)
     _check_fits(dag.dag_id, plan, config)
     shards_limit = config.max_shards if max_shards is None else max_shards

@@ -323,3 +323,17 @@ def test_a_vertex_no_host_can_serve_is_a_dag_import_error_naming_vertex_and_reso
     message = str(error.value)
     assert message.startswith("DAG 'gpu_dag' cannot run on this cluster: vertex 'train' asks cpu=1,heap=512MiB,gpu=1")
     assert "gpu: asked 1 per slot, the largest slot offers 0 (host 'h1')" in message
+
+
+def test_adaptive_vertices_are_decided_from_the_configured_slots_at_parse_time(config):
+    with new_dag("adaptive_dag") as dag:
+        orders = SparkVertexOperator(task_id="orders", parallelism=(2, 8), fn=job.generate_orders)
+        totals = SparkVertexOperator(task_id="totals", parallelism=[2, 8], fn=job.total_by_customer, sink="t")
+        orders >> totals  # equal declarations: FORWARD
+    result = regionflow.transform(dag, mode="all-pipelined", config=config)
+    assert {name: v.parallelism for name, v in result.plan.graph.vertices.items()} == {"orders": 6, "totals": 6}
+    assert result.plan.graph.edges[0].distribution.name == "FORWARD"
+    (task,) = [t for t in dag.tasks]
+    reference = task.partial_kwargs["executor_config"]["regionflow"]["plan"] if hasattr(task, "partial_kwargs") \
+        else task.executor_config["regionflow"]["plan"]
+    assert reference["parallelism"] == {"orders": 6, "totals": 6}

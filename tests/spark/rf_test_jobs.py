@@ -90,3 +90,14 @@ def spread_job():
     graph.add_vertex("counted", 2, fn=orders.count_per_customer, sink="spread/counts")
     graph.connect("spread", "counted", "hash", keys=["customer_id"])
     return graph.validate()
+
+
+def adaptive_job():
+    """Orders counted per customer, both vertices adaptive: parallelism [2, 8]."""
+    from regionflow.core.graph import JobGraph
+
+    graph = JobGraph("adaptive")
+    graph.add_vertex("orders", (2, 8), fn=orders.generate_orders)
+    graph.add_vertex("per_customer", (2, 8), fn=orders.count_per_customer, sink="adaptive/per_customer")
+    graph.connect("orders", "per_customer", "hash", keys=["customer_id"])
+    return graph.validate()

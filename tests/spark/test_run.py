@@ -156,3 +156,39 @@ def test_missing_input_path_fails_before_spark(tmp_path, no_spark):
     runner = LocalRunner(ORDERS, Plan(graph), options(tmp_path, 1))
     with pytest.raises(RunFailed, match="'load' reads .*missing.csv.*does not exist"):
         runner.run()
+
+
+def test_adaptive_parallelism_is_2_on_2_slots_and_8_on_8_with_identical_results(tmp_path):
+    """`regionflow run` decides [2, 8] from the cluster; the region program plans with the same value
+    (its sink files are named by the subtasks that wrote them)."""
+    from regionflow.core.adaptive import decide
+
+    job = "rf_test_jobs:adaptive_job"
+    figures = {}
+    for slots in (2, 8):
+        graph, decisions = decide(load_job(job), slots, "all-pipelined")
+        assert decisions == {"orders": slots, "per_customer": slots}
+        runner = LocalRunner(job, Plan(graph, "all-pipelined"), options(tmp_path / f"s{slots}", slots))
+        summary = runner.run()
+        sink = summary.sinks["per_customer"]
+        (unit,) = summary.units
+        parts = sorted(name for name in os.listdir(sink["path"]) if name.startswith("part-"))
+        figures[slots] = (sink["rows"], sink["checksum"], unit.slots, parts)
+    assert figures[2][:2] == figures[8][:2] and figures[2][0] == 500
+    assert (figures[2][2], figures[8][2]) == (2, 8)
+    assert set(figures[2][3]) <= {"part-00000.parquet", "part-00001.parquet"}
+
+
+def test_a_unit_task_without_its_adaptive_decisions_is_refused_not_run_with_another_plan(tmp_path):
+    from regionflow.core.adaptive import decide
+    from regionflow.core.errors import SpecError
+    from regionflow.spark.task import UnitTask
+
+    graph, decisions = decide(load_job("rf_test_jobs:adaptive_job"), 2, "all-pipelined")
+    task = UnitTask(job="rf_test_jobs:adaptive_job", mode="all-pipelined", run_id="r", data_dir=str(tmp_path),
+                    unit_key="u", unit_name="u", regions=[0], attempt_id="a1", parallelism=decisions,
+                    subtasks=Plan(graph, "all-pipelined").topology.subtask_count)
+    assert task.plan().topology.subtask_count == 4
+    task.parallelism = {}
+    with pytest.raises(SpecError, match="plans 16 subtasks here, but the run was planned with 4"):
+        task.plan()

@@ -116,6 +116,13 @@ class Vertex:
     fn: Callable[..., Any] | str | None = field(default=None, compare=False, repr=False)
     sink: Sink | None = None
     reads: tuple[str, ...] = ()  # input paths the function reads; checked before any Spark work
+    # (min, max) of an adaptive vertex: `parallelism` is max until `core.adaptive` decides it
+    parallelism_range: tuple[int, int] | None = None
+
+    @property
+    def declared_parallelism(self) -> int | tuple[int, int]:
+        """The parallelism as declared: a number, or an adaptive vertex's (min, max)."""
+        return self.parallelism_range if self.parallelism_range is not None else self.parallelism
 
     def resolve_fn(self) -> Callable[..., Any]:
         """The vertex function, importing it when given by reference."""
@@ -169,7 +176,7 @@ class JobGraph:
     def add_vertex(
         self,
         name: str,
-        parallelism: int,
+        parallelism: int | tuple[int, int],
         resources: ResourceProfile = UNKNOWN,
         slot_sharing_group: str | None = None,
         fn: Callable[..., Any] | str | None = None,
@@ -181,7 +188,12 @@ class JobGraph:
         if isinstance(sink, str):
             sink = sink_of(name, sink)
         reads = (reads,) if isinstance(reads, str) else tuple(reads)
-        vertex = Vertex(name, parallelism, resources, slot_sharing_group, fn, sink, reads)
+        current: Any = parallelism
+        span: Any = None
+        if isinstance(parallelism, (tuple, list)):  # adaptive: [min, max], checked by the vertex model
+            span = tuple(parallelism)
+            current = span[-1] if span else 0
+        vertex = Vertex(name, current, resources, slot_sharing_group, fn, sink, reads, span)
         if name in self.vertices:
             self._duplicate_names.append(name)
         else:
@@ -241,10 +253,11 @@ class JobGraph:
         if edge.src == edge.dst:
             raise JobGraphError(f"edge {edge.src} -> {edge.dst} is a self-loop; a job graph must be acyclic")
         src, dst = self.vertices[edge.src], self.vertices[edge.dst]
-        if edge.distribution is Distribution.FORWARD and src.parallelism != dst.parallelism:
+        if edge.distribution is Distribution.FORWARD and src.declared_parallelism != dst.declared_parallelism:
             raise JobGraphError(
                 f"edge {edge.src} -> {edge.dst} is FORWARD but the parallelisms differ "
-                f"({src.parallelism} vs {dst.parallelism}); use RESCALE, or give both the same parallelism"
+                f"({_shown(src.declared_parallelism)} vs {_shown(dst.declared_parallelism)}); use RESCALE, or give "
+                f"both the same parallelism (an adaptive one: the same [min, max])"
             )
         if edge.distribution is Distribution.HASH and not edge.keys:
             raise JobGraphError(
@@ -318,7 +331,7 @@ def _check_vertex(vertex: Vertex) -> None:
     callable `fn`, a `Sink` and a `ResourceProfile` are already checked objects."""
     from .jobspec import VERTEX
 
-    view: dict[str, Any] = {"id": vertex.name, "parallelism": vertex.parallelism}
+    view: dict[str, Any] = {"id": vertex.name, "parallelism": _shown(vertex.declared_parallelism)}
     if vertex.fn is not None and not callable(vertex.fn):
         view["fn"] = vertex.fn
     if vertex.sink is not None and not isinstance(vertex.sink, Sink):
@@ -331,6 +344,11 @@ def _check_vertex(vertex: Vertex) -> None:
         VERTEX.validate(view, f"vertex {vertex.name!r}")
     except SpecError as error:
         raise JobGraphError(str(error)) from None
+
+
+def _shown(declared: Any) -> Any:
+    """A declared parallelism as JSON shows it: a number or [min, max]."""
+    return list(declared) if isinstance(declared, tuple) else declared
 
 
 def is_reference(value: Any) -> bool:

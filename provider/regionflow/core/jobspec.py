@@ -49,6 +49,16 @@ def _vertex_name(value: str) -> str | None:
     return "a vertex name may not contain '#' (it separates a vertex from its subtask index)" if "#" in value else None
 
 
+def _parallelism_range(value: Any) -> str | None:
+    if not isinstance(value, list):
+        return None
+    if len(value) != 2:
+        return "an adaptive parallelism is [min, max], two integers"
+    if value[0] > value[1]:
+        return f"min {value[0]} is above max {value[1]}; give [min, max] with min <= max"
+    return None
+
+
 def _reference(value: str) -> str | None:
     return None if is_reference(value) else "give the function as 'package.module:function'"
 
@@ -61,8 +71,9 @@ SINK = Model("sink", "where a sink vertex's output goes, written through regionf
 
 VERTEX = Model("vertex", "one step of the job, run as `parallelism` subtasks", (
     Field("id", "string", "the vertex's unique name", required=True, non_empty=True, check=_vertex_name),
-    Field("parallelism", "integer", f"its number of subtasks, 1 to {MAX_PARALLELISM}", required=True,
-          minimum=1, maximum=MAX_PARALLELISM),
+    Field("parallelism", ("integer", "array"), f"its number of subtasks, 1 to {MAX_PARALLELISM}; or [min, max]: "
+          "adaptive, decided from the cluster's slots", required=True, minimum=1, maximum=MAX_PARALLELISM,
+          items="integer", check=_parallelism_range),
     Field("resources", "object", "per-subtask resources: cpu, heap_mib, off_heap_mib, managed_mib and extended "
           "ones such as gpu, each a finite number >= 0", values="number", minimum=0),
     Field("slot_sharing_group", "string", "vertices of one group may share a slot", non_empty=True),
@@ -154,7 +165,9 @@ def graph_to_spec(graph: JobGraph) -> dict[str, Any]:
 
 
 def _vertex_spec(vertex: Vertex) -> dict[str, Any]:
-    data: dict[str, Any] = {"id": vertex.name, "parallelism": vertex.parallelism}
+    declared = vertex.declared_parallelism
+    data: dict[str, Any] = {"id": vertex.name, "parallelism": list(declared) if isinstance(declared, tuple)
+                            else declared}
     if not vertex.resources.unknown:
         data["resources"] = vertex.resources.to_dict()
     if vertex.slot_sharing_group:

@@ -10,12 +10,13 @@ from ``(job spec, mode)`` in O(n), so that pair (`Plan.reference`) is what cross
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
 from typing import Any
 
+from .adaptive import apply, decided
 from .errors import ResourceError
 from .graph import Edge, JobGraph
 from .modes import ExchangeMode
@@ -24,6 +25,11 @@ from .resources import UNKNOWN, ResourceProfile
 from .topology import ExecutionTopology
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
+
+
+def graph_of_reference(reference: Mapping[str, Any]) -> JobGraph:
+    """The job graph of a `Plan.reference`, its adaptive vertices at their decided parallelism."""
+    return apply(JobGraph.from_spec(reference["job"]), reference.get("parallelism") or {})
 
 
 @dataclass(frozen=True)
@@ -59,12 +65,17 @@ class Plan:
         self._requests_by_shape: dict[tuple[Any, ...], tuple[SlotRequest, ...]] = {}
 
     @classmethod
-    def from_reference(cls, reference: dict[str, Any]) -> Plan:
-        return cls(JobGraph.from_spec(reference["job"]), reference.get("mode"))
+    def from_reference(cls, reference: Mapping[str, Any]) -> Plan:
+        return cls(graph_of_reference(reference), reference.get("mode"))
 
     @property
     def reference(self) -> dict[str, Any]:
-        return {"job": self.graph.to_spec(), "mode": self.mode.value}
+        """The job spec (without functions), the mode, and adaptive vertices' decided parallelism."""
+        reference: dict[str, Any] = {"job": self.graph.to_spec(), "mode": self.mode.value}
+        decisions = decided(self.graph)
+        if decisions:
+            reference["parallelism"] = decisions
+        return reference
 
     @property
     def regions(self) -> list[Region]:

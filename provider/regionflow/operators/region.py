@@ -21,6 +21,7 @@ from typing import Any, cast
 from airflow.sdk import BaseOperator
 
 from ..config import RegionflowConfig
+from ..core.adaptive import decided
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.graph import REGISTERED_JOBS, JobGraph, load_dag_file_job
@@ -212,7 +213,8 @@ class PreparedUnit:
                         data_dir=self.config.data_dir, unit_key=self.key, unit_name=self.name,
                         regions=list(self.layout.shards[self.unit].regions), attempt_id=attempt_id, host=host,
                         width=width, inputs=dict(self._inputs), slots=slots, max_shards=self.layout.max_shards,
-                        slot_request=self.layout.slot_request(self.unit, width))
+                        slot_request=self.layout.slot_request(self.unit, width), parallelism=decided(self.graph),
+                        subtasks=self.plan.topology.subtask_count)
 
     def task_path(self, attempt_id: str) -> str:
         return os.path.join(self.work_dir, f"{self.key}-{attempt_id}.json")

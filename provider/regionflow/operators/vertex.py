@@ -94,12 +94,13 @@ class _PendingEdge:
 
 class SparkVertexOperator(BaseOperator):
     """A PySpark step of a regionflow job: ``fn(spark, inputs, ctx) -> DataFrame``, run as
-    `parallelism` subtasks. Resources are per subtask (cpu, heap_mib, off_heap_mib, managed_mib,
-    extended such as gpu)."""
+    `parallelism` subtasks, or ``parallelism=(min, max)``: adaptive, decided at parse time from the
+    cluster's slots (`regionflow.core.adaptive`). Resources are per subtask (cpu, heap_mib, off_heap_mib,
+    managed_mib, extended such as gpu)."""
 
     ui_color = "#fde9c4"
 
-    def __init__(self, *, parallelism: int, fn: Callable[..., Any] | str,
+    def __init__(self, *, parallelism: int | tuple[int, int], fn: Callable[..., Any] | str,
                  resources: ResourceProfile | dict | None = None, slot_sharing_group: str | None = None,
                  sink: Sink | str | None = None, reads: Iterable[str] = (), speculation: bool | str | None = None,
                  **kwargs: Any) -> None:
@@ -107,7 +108,7 @@ class SparkVertexOperator(BaseOperator):
         # None: inherit the DAG's (transform(speculation=...)); a region is speculated only when all its
         # vertices end up on.
         self.speculation = None if speculation is None else parse_switch(speculation, f"of vertex {self.task_id!r}")
-        self.parallelism = parallelism
+        self.parallelism = tuple(parallelism) if isinstance(parallelism, list) else parallelism
         self.fn = fn
         self.vertex_resources = _profile(resources, self.task_id)  # BaseOperator owns `resources` (its own format)
         self.slot_sharing_group = slot_sharing_group
@@ -125,7 +126,7 @@ class SparkVertexOperator(BaseOperator):
                            "the DAG file so that it runs inside a region task")
 
 
-def spark_vertex(parallelism: int,
+def spark_vertex(parallelism: int | tuple[int, int],
                  **options: Any) -> Callable[[Callable[..., Any]], Callable[..., SparkVertexOperator]]:
     """TaskFlow-style: ``@spark_vertex(parallelism=4)`` on ``def clean(spark, inputs, ctx)``; calling
     ``clean()`` inside the DAG creates the vertex (task_id = the function's name unless given)."""

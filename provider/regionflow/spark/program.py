@@ -26,7 +26,7 @@ import time
 import traceback
 from typing import Any
 
-from ..core.graph import Vertex, load_job
+from ..core.graph import Vertex
 from ..core.plan import Plan
 from .api import reference_context
 from .computer import CHECKSUM_MODULUS, UnitComputer, VertexFailure, check_frame, frame_figures
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", required=True, help="unit task JSON file written by the runner")
     args = parser.parse_args(argv)
     task = UnitTask.read(args.task)
-    plan = Plan(load_job(task.job), task.mode)
+    plan = task.plan()
     spark = _session(task)
     try:
         if task.reference:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from ..core.adaptive import decided
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
@@ -247,6 +248,7 @@ class LocalRunner:
                         regions=list(self.shards[unit].regions), attempt_id=attempt_id, host=host.name,
                         width=width, inputs=self._input_descriptors(unit), slots=target.slots,
                         max_shards=self.options.max_shards, slot_request=self.layout.slot_request(unit, width),
+                        parallelism=decided(self.plan.graph), subtasks=self.plan.topology.subtask_count,
                         excluded_nodes=excluded_nodes(host, list(self.pool.blocklist.hosts_for(self.plan.graph.name)),
                                                       self.options.cluster.hosts))
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")

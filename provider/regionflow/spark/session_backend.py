@@ -70,10 +70,7 @@ class SessionSubmission:
             if self._killed.is_set():
                 raise InterruptedError("killed before it started")
             spark = self._connect(note)
-            from ..core.graph import load_job
-            from ..core.plan import Plan
-
-            run_unit(spark, Plan(load_job(self.task.job), self.task.mode), self.task)
+            run_unit(spark, self.task.plan(), self.task)
             note(f"attempt {self.task.attempt_id} of {self.task.unit_name} finished")
         except VertexFailure as failure:
             returncode = EXIT_VERTEX_FAILED

@@ -11,7 +11,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..core.adaptive import apply
 from ..core.errors import SpecError
+from ..core.graph import load_job
+from ..core.plan import Plan
 from ..localfiles import write_json_atomically
 from .store import safe_component
 
@@ -47,10 +50,24 @@ class UnitTask:
     slot_request: dict[str, Any] = field(default_factory=dict)
     # nodes of a YARN or Kubernetes host's master the executors must avoid (the job's blocklist)
     excluded_nodes: list[str] = field(default_factory=list)
+    # adaptive vertices' decided parallelism (`core.adaptive`): the program plans with the same values
+    parallelism: dict[str, int] = field(default_factory=dict)
+    subtasks: int = 0  # the planner's subtask count, checked by `plan()` (0: not checked)
     result_path: str | None = None  # reference runs write their sink figures here
 
     def write(self, path: str) -> str:
         return write_json_atomically(path, asdict(self))
+
+    def plan(self) -> Plan:
+        """The plan this unit belongs to: the job rebuilt from its reference, adaptive vertices at the
+        parallelism decided for the run, under the run's mode."""
+        plan = Plan(apply(load_job(self.job), self.parallelism), self.mode)
+        if self.subtasks and plan.topology.subtask_count != self.subtasks:
+            raise SpecError(
+                f"unit {self.unit_name}: the job {self.job!r} plans {plan.topology.subtask_count} subtasks here, but "
+                f"the run was planned with {self.subtasks}; the job changed after the run started, or the unit task "
+                f"lost its adaptive parallelism ({self.parallelism or 'none recorded'}): start a new run")
+        return plan
 
     @classmethod
     def read(cls, path: str) -> UnitTask:

@@ -13,9 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.graph import JobGraph
 from ..core.modes import ExchangeMode
-from ..core.plan import Plan
+from ..core.plan import Plan, graph_of_reference
 from ..plan_document import plan_document
 from ..store.records import GrantRecord, GrantState
 
@@ -49,7 +48,7 @@ def plan_view(reference: Mapping[str, Any], dag_id: str, mode: str | ExchangeMod
     task id, column in the drawing, execution regions and slots) under `mode` (None: the DAG's own),
     and ``plan``: what ``regionflow plan --format json`` prints for that mode. A bad `mode` raises
     `SpecError` naming the modes there are."""
-    graph = JobGraph.from_spec(reference["job"])
+    graph = graph_of_reference(reference)
     dag_mode = ExchangeMode.parse(reference.get("mode"))
     shown = dag_mode if mode is None or (isinstance(mode, str) and not mode.strip()) else ExchangeMode.parse(mode)
     plan = Plan(graph, shown)
