@@ -50,7 +50,8 @@ def test_forward_needs_the_same_declaration_on_both_ends():
     mixed.add_vertex("a", (2, 8), fn="m:f")
     mixed.add_vertex("b", 4, fn="m:f")
     mixed.connect("a", "b", "forward")
-    with pytest.raises(JobGraphError, match=r"FORWARD but the parallelisms differ \(\[2, 8\] vs 4\).*same \[min, max\]"):
+    differ = r"FORWARD but the parallelisms differ \(\[2, 8\] vs 4\).*same \[min, max\]"
+    with pytest.raises(JobGraphError, match=differ):
         mixed.validate()
 
 
@@ -75,5 +76,6 @@ def test_a_plan_reference_carries_the_decisions_and_rebuilds_the_same_plan():
 
 
 def test_applying_a_value_outside_the_declaration_names_the_vertex():
-    with pytest.raises(JobGraphError, match=r"vertex 'scan': parallelism 9 was decided for it, but it declares \(2, 8\)"):
+    outside = r"vertex 'scan': parallelism 9 was decided for it, but it declares \(2, 8\)"
+    with pytest.raises(JobGraphError, match=outside):
         apply(job(), {"scan": 9})
