@@ -11,6 +11,7 @@ COMMANDS = [
     ["regionflow", "bench", "schedule", "--parallelism", "10000"],
     [sys.executable, "-c", "from regionflow.spark.descriptors import bench_descriptors as b; import json; "
                            "print(json.dumps(b(), indent=2))"],
+    [sys.executable, "benchmarks/sizing.py"],
     [sys.executable, "benchmarks/spark_modes.py"],
     [sys.executable, "benchmarks/airflow_executor.py"],
     [sys.executable, "benchmarks/conformance.py"],
