@@ -119,3 +119,26 @@ def test_a_task_from_another_contract_version_fails_with_the_fix_and_others_go_o
     assert "task d.future was serialized by a regionflow whose task contract is version 99" in info
     assert "airflow dags reserialize" in info and "unexpected" not in info
     assert "contract is version 99" in (settings / "logs" / "dag_id=d" / "future.log").read_text()
+
+
+def test_a_starving_run_is_told_once_per_change_of_what_it_waits_for(settings, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__RESOURCE_WAIT_TIMEOUT", "5")
+    ex = executor(monkeypatch)
+    now = [1000.0]
+    monkeypatch.setattr(ex.pool, "_clock", lambda: now[0])
+    holder, waiter = workload(slots=4, task_id="holder", run_id="r0"), workload(slots=3, task_id="waiter")
+    queue(ex, holder, waiter)
+    warnings = []
+    monkeypatch.setattr(ex.log, "warning", lambda fmt, *args: warnings.append(fmt % args))
+    ex._notice_starving_jobs()
+    assert warnings == []  # within the grace period
+    now[0] += 6
+    ex._notice_starving_jobs()
+    ex._notice_starving_jobs()
+    assert len(warnings) == 1 and "job 'd/r1' has waited 6 s for 3 slots of unknown" in warnings[0], warnings
+    log = (settings / "logs" / "dag_id=d" / "waiter.log").read_text()
+    assert "not enough resources" in log and '"level": "warning"' in log
+    second = workload(slots=1, task_id="second")  # the run now waits for more: told again
+    queue(ex, second)
+    ex._notice_starving_jobs()
+    assert len(warnings) == 2 and "for 4 slots of unknown" in warnings[1], warnings

@@ -36,11 +36,10 @@ from ..config import RegionflowConfig
 from ..contract import ContractError, from_executor_config
 from ..core.errors import RegionflowError
 from ..scheduling.pool import Grant, SlotPool
+from ..scheduling.requirements import describe_counts
 from ..spark.backends import configured_servers
 from ..spark.idle import IdleServerReaper
-from ..store import (
-    RegionflowStore,
-)
+from ..store import RegionflowStore
 from .admission import AdmissionGate, Try
 from .copies import CopyRunner
 from .guard import guarded
@@ -69,7 +68,7 @@ class RegionExecutor(LocalExecutor):
                              resource_wait_timeout_s=self.rf_config.resource_wait_timeout)
         self.store = RegionflowStore.from_config(self.rf_config.store_url)
         self.metrics = PoolMetrics()
-        self._noticed_jobs: set[str] = set()
+        self._noticed_jobs: dict[str, str] = {}  # run (job id) -> what it waited for when last told
         self._held_checked = 0.0
         self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
                                  release=self._release)  # speculative copies
@@ -197,10 +196,20 @@ class RegionExecutor(LocalExecutor):
         self.gate.withdraw_changed(states, STILL_QUEUED)
 
     def _notice_starving_jobs(self) -> None:
+        """FLIP-138's not-enough-resources notice for a DAG run that waits past ``resource_wait_timeout``:
+        once per run and per change of what it waits for, in the scheduler log and in the log of its
+        oldest waiting task. A run that no longer starves is forgotten, so a later starvation is told."""
+        told: dict[str, str] = {}
         for notice in self.pool.overdue_jobs():
-            if notice.job_id not in self._noticed_jobs:
-                self._noticed_jobs.add(notice.job_id)
-                self.log.warning("RegionExecutor: not enough resources: %s", notice.message)
+            need = describe_counts(notice.outstanding)
+            told[notice.job_id] = need
+            if self._noticed_jobs.get(notice.job_id) == need:
+                continue
+            self.log.warning("RegionExecutor: not enough resources: %s", notice.message)
+            held = self.gate.held.get(notice.oldest_bulk_id)  # None for a speculative copy
+            if held is not None:
+                append_task_log(held.workload, f"regionflow: not enough resources: {notice.message}", level="warning")
+        self._noticed_jobs = told
 
     def _warn_about_airflow_limits(self) -> None:
         from airflow.configuration import conf
