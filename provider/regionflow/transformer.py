@@ -14,8 +14,9 @@ serialized DAG (the api-server parses no DAG file).
 With ``speculation`` on (per DAG here, per vertex with ``SparkVertexOperator(speculation=...)``), every
 eligible mapped region task gets a `SpeculationSensor` task ``<region task id>__speculation`` with the
 same upstream tasks and no downstream. Every sink writes through regionflow's committer, so sinks do
-not make a region ineligible; a vertex with speculation off does. A region with a single shard has no
-siblings to compare with, so it gets no sensor. Invalid settings raise at parse time naming the option.
+not make a region ineligible; a vertex with speculation off does, and so does a vertex declared with
+``external_writes=True`` (its function writes outside the committer itself). A region with a single
+shard has no siblings to compare with, so it gets no sensor. Invalid settings raise at parse time naming the option.
 """
 from __future__ import annotations
 
@@ -121,8 +122,10 @@ def _speculation_tasks(dag, plan: Plan, layout: UnitLayout, region_tasks: dict[i
     names = plan.topology.vertex_names
     for logical in plan.region_set.logical:
         members = {names[v]: flags.get(names[v]) for v in logical.vertices}
-        # every sink is written through regionflow's SinkCommitter (first commit wins)
-        policy = SpeculationPolicy.for_region(members, dag_flag, True, spec_config)
+        # a sink is written through regionflow's SinkCommitter (first commit wins); a vertex whose
+        # function writes elsewhere itself (external_writes) would write twice
+        through = {names[v]: not plan.graph.vertices[names[v]].external_writes for v in logical.vertices}
+        policy = SpeculationPolicy.for_region(members, dag_flag, through, spec_config)
         units = layout.units_of_logical(logical.index)
         if policy.enabled and len(units) < 2:
             policy = SpeculationPolicy.off("the region has a single shard: no siblings to compare with")
@@ -149,7 +152,7 @@ def job_graph_of(dag_id: str, vertices: list[SparkVertexOperator], mode: Exchang
     graph = JobGraph(dag_id, default_mode=mode.value)
     for vertex in vertices:
         graph.add_vertex(vertex.task_id, vertex.parallelism, vertex.vertex_resources, vertex.slot_sharing_group,
-                         vertex.fn, vertex.sink, vertex.reads)
+                         vertex.fn, vertex.sink, vertex.reads, vertex.external_writes)
     names = {vertex.task_id: vertex for vertex in vertices}
     for vertex in vertices:
         declared = {edge.src for edge in vertex.regionflow_inputs}

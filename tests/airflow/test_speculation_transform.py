@@ -10,7 +10,7 @@ from airflow.sdk import DAG
 import regionflow
 from regionflow.config import RegionflowConfig
 from regionflow.contract import NoSlots, RegionSlots, from_executor_config
-from regionflow.core.errors import SpecError
+from regionflow.core.errors import JobGraphError, SpecError
 from regionflow.examples import orders as job
 from regionflow.operators import SparkVertexOperator, broadcast, forward, hash_by, rescale
 from regionflow.sensors import SpeculationSensor
@@ -23,14 +23,16 @@ def config():
         lambda name: {"hosts": "h1:slots=4;h2:slots=2", "max_shards": "2"}.get(name, ""), airflow_home="/tmp/unused")
 
 
-def example(config, speculation=True, speculation_config=None, clean_flag=None, dag_id="orders_spec"):
+def example(config, speculation=True, speculation_config=None, clean_flag=None, dag_id="orders_spec",
+            totals_external=False):
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         start = EmptyOperator(task_id="start")
         orders = SparkVertexOperator(task_id="orders", parallelism=4, fn=job.generate_orders)
         products = SparkVertexOperator(task_id="products", parallelism=1, fn=job.generate_products)
         clean = SparkVertexOperator(task_id="clean", parallelism=4, fn=job.clean_orders, speculation=clean_flag)
         enrich = SparkVertexOperator(task_id="enrich", parallelism=2, fn=job.enrich_orders)
-        totals = SparkVertexOperator(task_id="totals", parallelism=3, fn=job.total_by_customer, sink="t")
+        totals = SparkVertexOperator(task_id="totals", parallelism=3, fn=job.total_by_customer, sink="t",
+                                     external_writes=totals_external)
         start >> orders >> forward() >> clean >> rescale() >> enrich >> hash_by("customer_id") >> totals
         products >> broadcast() >> enrich
     result = regionflow.transform(dag, mode="pointwise-pipelined-only", config=config, speculation=speculation,
@@ -66,6 +68,16 @@ def test_speculation_off_by_default_and_per_vertex(config):
     assert any("vertex 'clean' has speculation off" in r for r in reasons)
     dag, _ = example(config, speculation=False, clean_flag=True, dag_id="vertex_on")
     assert not [t for t in dag.tasks if isinstance(t, SpeculationSensor)]  # orders, enrich inherit off
+
+
+def test_a_vertex_writing_outside_the_committer_is_never_speculated(config):
+    dag, result = example(config, totals_external=True, dag_id="external")
+    assert [t.task_id for t in dag.tasks if isinstance(t, SpeculationSensor)] == ["orders__clean__enrich__speculation"]
+    totals = next(i for i, t in result.region_tasks.items() if t.task_id == "totals")
+    assert result.speculation[totals].reason == "vertex 'totals' writes outside regionflow's committer"
+    assert result.plan.graph.to_spec()["vertices"][-1]["external_writes"] is True
+    with pytest.raises(JobGraphError, match=r"vertex 'totals'.external_writes must be a boolean"):
+        example(config, totals_external="yes", dag_id="external_bad")
 
 
 def test_detector_settings_reach_the_sensor(config):

@@ -585,3 +585,16 @@ def _report(results: Any, index: int, target: Callable[..., Any], arguments: tup
         results.put((index, target(*arguments, barrier)))
     except BaseException as error:  # the parent shows it; a bare exit code would hide it
         results.put((index, f"ERROR {type(error).__name__}: {error}"))
+
+
+def test_the_recorder_stores_each_attempts_input_bytes_for_the_speculation_sensor(store):
+    from types import SimpleNamespace
+
+    from regionflow.store.recorder import StoreRecorder
+
+    recorder = StoreRecorder(store, "d", "r", "t", 0, bulk_id="b")
+    for attempt_id, read in (("a1", 4096), ("a2", None)):
+        attempt = SimpleNamespace(attempt_id=attempt_id, task=SimpleNamespace(unit_key="u", input_bytes=read),
+                                  host=SimpleNamespace(name="h1"))
+        recorder.started(attempt)
+    assert {a.attempt_id: a.input_bytes for a in store.attempts("d", "r")} == {"a1": 4096, "a2": None}

@@ -118,6 +118,9 @@ class Vertex:
     reads: tuple[str, ...] = ()  # input paths the function reads; checked before any Spark work
     # (min, max) of an adaptive vertex: `parallelism` is max until `core.adaptive` decides it
     parallelism_range: tuple[int, int] | None = None
+    # the function itself writes outside regionflow's committer (a database, an API): a second attempt
+    # would write again, so its region is never speculated
+    external_writes: bool = False
 
     @property
     def declared_parallelism(self) -> int | tuple[int, int]:
@@ -182,6 +185,7 @@ class JobGraph:
         fn: Callable[..., Any] | str | None = None,
         sink: Sink | str | None = None,
         reads: Iterable[str] = (),
+        external_writes: bool = False,
     ) -> Vertex:
         if not isinstance(name, str):
             raise JobGraphError(f"vertex name {name!r} is a {type(name).__name__}; give a non-empty string")
@@ -193,7 +197,7 @@ class JobGraph:
         if isinstance(parallelism, (tuple, list)):  # adaptive: [min, max], checked by the vertex model
             span = tuple(parallelism)
             current = span[-1] if span else 0
-        vertex = Vertex(name, current, resources, slot_sharing_group, fn, sink, reads, span)
+        vertex = Vertex(name, current, resources, slot_sharing_group, fn, sink, reads, span, external_writes)
         if name in self.vertices:
             self._duplicate_names.append(name)
         else:
@@ -340,6 +344,8 @@ def _check_vertex(vertex: Vertex) -> None:
         view["slot_sharing_group"] = vertex.slot_sharing_group
     if vertex.reads:
         view["reads"] = list(vertex.reads)
+    if vertex.external_writes is not False:
+        view["external_writes"] = vertex.external_writes
     try:
         VERTEX.validate(view, f"vertex {vertex.name!r}")
     except SpecError as error:

@@ -80,6 +80,8 @@ VERTEX = Model("vertex", "one step of the job, run as `parallelism` subtasks", (
     Field("fn", "string", "the vertex function, 'package.module:function' (in Python also a callable)",
           non_empty=True, check=_reference),
     Field("sink", ("string", SINK), "the sink's output directory, or {path, format}", non_empty=True),
+    Field("external_writes", "boolean", "the function itself writes outside regionflow's committer (a database, "
+          "an API): its region is never speculated, as a second attempt would write again"),
     Field("reads", ("string", "array"), "input paths the function reads, checked before any Spark work",
           items="string", non_empty=True),
 ))
@@ -111,7 +113,8 @@ def graph_from_spec(spec: Any, name: str | None = None) -> JobGraph:
         where = _where("vertices", position, entry, "id")
         VERTEX.validate(entry, where)
         graph.add_vertex(entry["id"], entry["parallelism"], ResourceProfile.from_dict(entry.get("resources")),
-                         entry.get("slot_sharing_group"), entry.get("fn"), _sink(entry), _reads(entry))
+                         entry.get("slot_sharing_group"), entry.get("fn"), _sink(entry), _reads(entry),
+                         external_writes=entry.get("external_writes", False))
     for position, entry in enumerate(spec.get("edges", [])):
         EDGE.validate(entry, _where("edges", position, entry, "src"))
         keys = entry.get("keys", [])
@@ -178,6 +181,8 @@ def _vertex_spec(vertex: Vertex) -> dict[str, Any]:
         data["sink"] = {"path": vertex.sink.path, "format": vertex.sink.format}
     if vertex.reads:
         data["reads"] = list(vertex.reads)
+    if vertex.external_writes:
+        data["external_writes"] = True
     return data
 
 

@@ -188,6 +188,7 @@ class PreparedUnit:
         self.work_dir = _work_dir(config, self.partitions)
         self._job: str | None = None
         self._inputs: dict[str, Any] | None = None
+        self._input_bytes: int | None = None
 
     @classmethod
     def of(cls, dag, run_id: str, mode: str, logical: int, max_shards: int, shard: int,
@@ -208,13 +209,15 @@ class PreparedUnit:
             self._job = _job_reference(self.graph, self.job_dag, self.work_dir)
         if self._inputs is None:
             self._inputs = self._input_refs()
+        if self._input_bytes is None and self._inputs:
+            self._input_bytes = self.layout.input_bytes(self.unit, self.partitions, [int(g) for g in self._inputs])
         width = self.layout.width(self.unit, slots)
         return UnitTask(job=self._job, mode=self.plan.mode.value, run_id=self.partitions.run_id,
                         data_dir=self.config.data_dir, unit_key=self.key, unit_name=self.name,
                         regions=list(self.layout.shards[self.unit].regions), attempt_id=attempt_id, host=host,
                         width=width, inputs=dict(self._inputs), slots=slots, max_shards=self.layout.max_shards,
                         slot_request=self.layout.slot_request(self.unit, width), parallelism=decided(self.graph),
-                        subtasks=self.plan.topology.subtask_count)
+                        subtasks=self.plan.topology.subtask_count, input_bytes=self._input_bytes)
 
     def task_path(self, attempt_id: str) -> str:
         return os.path.join(self.work_dir, f"{self.key}-{attempt_id}.json")

@@ -103,7 +103,7 @@ class SparkVertexOperator(BaseOperator):
     def __init__(self, *, parallelism: int | tuple[int, int], fn: Callable[..., Any] | str,
                  resources: ResourceProfile | dict | None = None, slot_sharing_group: str | None = None,
                  sink: Sink | str | None = None, reads: Iterable[str] = (), speculation: bool | str | None = None,
-                 **kwargs: Any) -> None:
+                 external_writes: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         # None: inherit the DAG's (transform(speculation=...)); a region is speculated only when all its
         # vertices end up on.
@@ -114,6 +114,7 @@ class SparkVertexOperator(BaseOperator):
         self.slot_sharing_group = slot_sharing_group
         self.sink = sink_of(self.task_id, sink) if isinstance(sink, str) else sink
         self.reads = (reads,) if isinstance(reads, str) else tuple(reads)
+        self.external_writes = external_writes  # checked by the vertex model when the graph is built
         self.regionflow_inputs: list[DeclaredEdge] = []
 
     def __rshift__(self, other):

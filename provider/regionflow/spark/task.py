@@ -53,6 +53,7 @@ class UnitTask:
     # adaptive vertices' decided parallelism (`core.adaptive`): the program plans with the same values
     parallelism: dict[str, int] = field(default_factory=dict)
     subtasks: int = 0  # the planner's subtask count, checked by `plan()` (0: not checked)
+    input_bytes: int | None = None  # bytes it reads from committed partitions (None: it reads none)
     result_path: str | None = None  # reference runs write their sink figures here
 
     def write(self, path: str) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.graph import Distribution
 from ..core.plan import Plan, Shard
 from ..core.resources import UNKNOWN, ResourceProfile
 from ..masters import Master, MasterKind
@@ -22,7 +23,7 @@ from .cluster_managers import nodes_of, write_pod_template
 from .descriptors import PartitionLocation
 from .program import CHECKSUM_MODULUS, resolve_sink_path
 from .sizing import slot_size
-from .store import PartitionStore
+from .store import UNIT_COLUMN, PartitionStore
 from .submit import RegionSubmission, build_submit_kwargs
 from .task import UnitTask, unit_key_for
 
@@ -72,6 +73,21 @@ class UnitLayout:
             path = store.partition_path(self.keys[unit], group.edge)
             locations.append(PartitionLocation(producer, host_of(unit), path))
         return locations
+
+    def input_bytes(self, unit: int, store: PartitionStore, consumed: Sequence[int]) -> int:
+        """Bytes the unit reads from committed partitions: for each group in `consumed` (the groups it
+        reads from outside, `RegionScheduler.consumed`), its own directory of each producer unit's
+        dataset of that edge, or the whole dataset of a BROADCAST edge (each read once)."""
+        topology = self.plan.topology
+        region_of = self.plan.region_set.region_of
+        read: set[str] = set()
+        for group_index in consumed:
+            group = topology.groups[group_index]
+            broadcast = topology.edges[group.edge].edge.distribution is Distribution.BROADCAST
+            for producer_unit in {self.unit_of_region[region_of[p]] for p in group.producers}:
+                dataset = store.partition_path(self.keys[producer_unit], group.edge)
+                read.add(dataset if broadcast else f"{dataset}/{UNIT_COLUMN}={unit}")
+        return sum(store.fs.size(path) for path in sorted(read))
 
     def sink_figures(self, store: PartitionStore, data_dir: str) -> dict[str, dict]:
         """Per sink vertex: rows and checksum summed over the committed units' manifests, and its path."""

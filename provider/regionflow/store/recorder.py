@@ -30,7 +30,7 @@ class StoreRecorder:
         self.store.start_attempt(attempt_id=attempt.attempt_id, bulk_id=self.bulk_id, dag_id=self.dag_id,
                                  run_id=self.run_id, task_id=self.task_id, map_index=self.map_index,
                                  unit_key=attempt.task.unit_key, host=attempt.host.name,
-                                 speculative=self.speculative)
+                                 speculative=self.speculative, input_bytes=attempt.task.input_bytes)
 
     def ended(self, attempt: Attempt, outcome: AttemptOutcome) -> None:
         """The attempt ended as `outcome.state`, with its failure text (cut to the column's size)."""
