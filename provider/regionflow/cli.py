@@ -52,11 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(commands)
     _add_bench(commands)
     _add_schema(commands)
+    from .gc_cli import add_gc
     from .session_cli import add_session
     from .status_cli import add_status
 
     add_status(commands, _add_cluster_options, _cluster_from_args)
     add_session(commands, _add_cluster_options, _cluster_from_args)
+    add_gc(commands)
     return parser
 
 

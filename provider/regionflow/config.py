@@ -53,6 +53,9 @@ OPTIONS: tuple[Option, ...] = (
            minimum=1),
     Option("blocklist_expiry", "Seconds a (job, host) blocklist entry lives.", "float", "60", "60",
            minimum=0, above=True),
+    Option("partition_retention", "Seconds to keep a run's blocking partitions. 0: each is deleted as soon as "
+           "every consumer of it has committed (Flink's release rule); more: kept for debugging, and `regionflow "
+           "gc` deletes them once their run has ended this long ago.", "float", "86400", "0", minimum=0),
     Option("resource_wait_timeout", "Seconds a DAG run's slot requests may wait for resources before the "
            "executor logs a not-enough-resources notice.", "float", "300", "300", minimum=0),
     Option("spark_conf", "JSON object of Spark conf passed to every region submission.", "string",
@@ -129,6 +132,7 @@ class RegionflowConfig:
     session_base_port: int = 15002
     session_state_dir: str = ""
     session_idle_timeout: float = 600.0
+    partition_retention: float = 0.0
 
     @classmethod
     def from_airflow(cls) -> RegionflowConfig:
@@ -187,6 +191,7 @@ class RegionflowConfig:
             session_base_port=_declared_number("session_base_port", get),
             session_state_dir=get("session_state_dir").strip() or os.path.join(airflow_home, "regionflow-sessions"),
             session_idle_timeout=_declared_number("session_idle_timeout", get),
+            partition_retention=_declared_number("partition_retention", get),
         )
 
     @property

@@ -2,6 +2,7 @@
 Spark Connect server (started by the embedded stack, as `regionflow session start` would), give the
 reference checksum in every mode, and a server that does not answer fails the task at once as a lost
 host. One stack for the module."""
+import glob
 import os
 import shutil
 
@@ -51,6 +52,11 @@ def test_every_mode_gives_the_reference_checksum_on_the_session_backend(stack, o
         assert (figures["rows"], figures["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
         attempts = store.attempts(dag_id, run_id)
         assert attempts and all(a.state.value == "succeeded" for a in attempts)
+        # every blocking partition was released once its consumers committed (partition_retention = 0)
+        assert glob.glob(os.path.join(partitions.units_dir, "*", "e*")) == [], dag_id
+    # consumers of blocking edges recorded the bytes they read (the speculation sensor weights by them)
+    blocking = store.attempts("orders_all_blocking", runs["orders_all_blocking"])
+    assert any(a.input_bytes for a in blocking) and any(a.input_bytes is None for a in blocking)
     some_task = stack.task_instances("orders_all_blocking", runs["orders_all_blocking"])[0]
     log = stack.task_log("orders_all_blocking", runs["orders_all_blocking"], some_task["task_id"], 1)
     assert "on sc://127.0.0.1:" in log  # the attempt's own lines reach the task log

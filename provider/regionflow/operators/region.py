@@ -32,7 +32,7 @@ from ..spark.attempt import Attempt
 from ..spark.backends import configured_backend
 from ..spark.descriptors import DescriptorCache, PartitionLocation
 from ..spark.program import resolve_sink_path
-from ..spark.store import PartitionStore, SinkCommitter, local_path, safe_component
+from ..spark.store import PartitionStore, SinkCommitter, local_path, run_key_for, safe_component
 from ..spark.submit import build_py_files
 from ..spark.task import UnitTask
 from ..spark.unit import UnitLayout, excluded_nodes, grant_target, job_modules
@@ -43,11 +43,6 @@ from ..store.recorder import StoreRecorder
 
 class RegionTaskFailed(RegionflowError):
     """The unit's Spark application failed."""
-
-
-def run_key_for(dag_id: str, run_id: str) -> str:
-    """The partition store's run directory of one DAG run."""
-    return safe_component(f"{dag_id}--{run_id}")
 
 
 def dag_run_outputs(dag_file: str, dag_id: str, run_id: str, data_dir: str,
@@ -102,6 +97,7 @@ class RegionOperator(BaseOperator):
         assert committed is not None, "a done unit has a commit"
         winner = store.record_commit(dag.dag_id, run_id, task.unit_key, committed.attempt_id)
         store.cancel_copies(dag.dag_id, run_id, ti.task_id, ti.map_index)
+        self._release_partitions(prepared, config)
         if winner == attempt_id:
             self.log.info("unit %s committed by attempt %s on host %s", task.unit_name, winner, host.name)
         else:
@@ -143,6 +139,21 @@ class RegionOperator(BaseOperator):
             store.block(job_id_for(dag_id, run_id), host, time.time() + config.blocklist_expiry, reason=why[:500])
         except Exception as error:  # noqa: BLE001 - the task fails with the host loss either way
             self.log.warning("could not blocklist lost host %s: %s", host, error)
+
+    def _release_partitions(self, prepared: PreparedUnit, config: RegionflowConfig) -> None:
+        """Delete the partitions this unit read whose every consumer has committed (``[regionflow]
+        partition_retention = 0``); a failure is logged, never fails the committed unit."""
+        if config.partition_retention > 0:
+            return
+        try:
+            paths = prepared.layout.releasable(prepared.unit, prepared.partitions)
+            freed = prepared.partitions.release(paths)
+        except Exception as error:  # noqa: BLE001 - `regionflow gc` removes what is left
+            self.log.warning("unit %s: could not release its inputs' partitions: %s", prepared.name, error)
+            return
+        if paths:
+            self.log.info("unit %s: released %d partition dataset(s), %d bytes: every consumer has committed",
+                          prepared.name, len(paths), freed)
 
     def on_kill(self) -> None:
         if self._attempt is not None:
@@ -225,7 +236,20 @@ class PreparedUnit:
     def py_files(self, task: UnitTask) -> list[str]:
         return build_py_files(os.path.join(self.work_dir, "py"), job_modules(task.job))
 
+    def _check_inputs_kept(self) -> None:
+        """A unit run again after its consumers all committed (a cleared task) finds inputs released
+        by Flink's rule: say so, and what to do, instead of failing inside Spark."""
+        released = [path for path in self.layout.producer_datasets(self.unit, self.partitions)
+                    if self.partitions.released(path)]
+        if released:
+            raise RegionflowError(
+                f"unit {self.name}: its input partitions were released once every consumer had committed "
+                f"([regionflow] partition_retention = {self.config.partition_retention:g}): "
+                f"{', '.join(released[:3])}{' ...' if len(released) > 3 else ''}; clear the upstream region tasks "
+                f"too (Clear, with Upstream), or set partition_retention > 0 to keep partitions")
+
     def _input_refs(self) -> dict[str, Any]:
+        self._check_inputs_kept()
         layout, partitions = self.layout, self.partitions
         descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
         scheduler = layout.scheduler()

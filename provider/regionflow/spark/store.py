@@ -51,6 +51,7 @@ MANIFEST = "_manifest.json"
 SUCCESS = "_SUCCESS"
 SINK_MARKER = "_regionflow_sink.json"
 ATTEMPTS = "_attempts"
+RELEASED_SUFFIX = ".released"  # beside a released partition dataset of a committed unit
 UNITS = "units"
 SINK_STAGING = "_sink"
 # Columns of the Parquet datasets regionflow writes; partition columns are Hive-style directories.
@@ -98,6 +99,11 @@ def validate_run_id(value: str) -> str:
 def safe_component(name: str) -> str:
     """Map any name (a region name such as ``orders+clean[2]``, an Airflow run id) to a valid key."""
     return _UNSAFE.sub("-", name).strip("-.")[:200] or "unit"
+
+
+def run_key_for(dag_id: str, run_id: str) -> str:
+    """The partition store's run directory of one DAG run."""
+    return safe_component(f"{dag_id}--{run_id}")
 
 
 def vertex_component(vertex: str) -> str:
@@ -613,7 +619,8 @@ class PartitionStore:
     # ---- release ------------------------------------------------------------------------------------
 
     def release(self, paths: Iterable[str]) -> int:
-        """Delete committed partitions no consumer will read again; returns the bytes freed."""
+        """Delete committed partitions no consumer will read again; returns the bytes freed. Each leaves
+        a ``<dataset>.released`` mark, so a consumer run again later is told why its input is gone."""
         freed = 0
         prefix = self.units_dir.rstrip("/") + "/"
         for path in paths:
@@ -622,7 +629,12 @@ class PartitionStore:
             if self.fs.exists(path):  # a group with no rows in a unit has no directory
                 freed += self.fs.size(path)
                 self.fs.delete(path)
+            self.fs.write_bytes(path + RELEASED_SUFFIX, b"")
         return freed
+
+    def released(self, path: str) -> bool:
+        """Whether the committed partition dataset `path` was released (`release`)."""
+        return self.fs.exists(path + RELEASED_SUFFIX)
 
     def __repr__(self) -> str:
         return f"PartitionStore({self.root!r}, fs={self.fs!r})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..core.graph import Distribution
@@ -101,6 +102,48 @@ class UnitLayout:
                     entry["rows"] += figures["rows"]
                     entry["checksum"] = (entry["checksum"] + figures["checksum"]) % CHECKSUM_MODULUS
         return totals
+
+    def releasable(self, unit: int, store: PartitionStore) -> list[str]:
+        """Once `unit` has committed: the datasets of the producer units it read (one per producer unit and
+        edge) every consumer unit of which has committed. Flink's release rule, decided from the
+        store's commits, so separate processes (one Airflow task per unit) agree."""
+        consumers = self._consumers_by_group()
+        done: dict[int, bool] = {}
+
+        def committed(consumer: int) -> bool:
+            if consumer not in done:
+                done[consumer] = store.committed(self.keys[consumer]) is not None
+            return done[consumer]
+
+        return [store.partition_path(self.keys[producer], edge) for producer, edge in self._producers_read(unit)
+                if all(committed(c) for g in self._groups_written(producer, edge) for c in consumers.get(g, ()))]
+
+    def producer_datasets(self, unit: int, store: PartitionStore) -> list[str]:
+        """The committed datasets the unit reads: one per producer unit and edge."""
+        return [store.partition_path(self.keys[producer], edge) for producer, edge in self._producers_read(unit)]
+
+    def _producers_read(self, unit: int) -> list[tuple[int, int]]:
+        """(producer unit, edge) pairs of the groups `unit` reads from other units, each once."""
+        topology = self.plan.topology
+        region_of = self.plan.region_set.region_of
+        pairs: dict[tuple[int, int], None] = {}
+        for group_index in self.consumed_groups[unit]:
+            group = topology.groups[group_index]
+            for producer in sorted({self.unit_of_region[region_of[p]] for p in group.producers}):
+                pairs[(producer, group.edge)] = None
+        return list(pairs)
+
+    @cached_property
+    def consumed_groups(self) -> list[list[int]]:
+        """Per unit, the partition groups it reads from other units."""
+        return [[group for group, _ in groups] for groups in self.scheduler().consumed]
+
+    def _consumers_by_group(self) -> dict[int, set[int]]:
+        consumers: dict[int, set[int]] = {}
+        for unit, groups in enumerate(self.consumed_groups):
+            for group in groups:
+                consumers.setdefault(group, set()).add(unit)
+        return consumers
 
     def released_paths(self, group_index: int, store: PartitionStore) -> list[str]:
         """Called once per released partition group: the edge datasets of the producer units that
