@@ -96,3 +96,16 @@ def test_a_huge_plan_leaves_out_the_per_subtask_listing_and_says_where_to_get_it
     view = plan_view(Plan(g.validate(), "all-blocking").reference, "big")
     assert view["plan"] is None and "airflow regionflow plan big --mode all-blocking" in view["plan_left_out"]
     assert view["region_count"] == MAX_PLAN_SUBTASKS + 10
+
+
+def test_the_plan_of_a_dag_version_and_mode_is_built_once_across_refreshes():
+    from regionflow.ui.plan_view import _planned
+
+    ref = reference("pointwise-pipelined-only")
+    ref["job"]["name"] = "built_once"  # a reference no other test has planned
+    before = _planned.cache_info()
+    first = plan_view(ref, "orders", run_id="r1")
+    again = plan_view(json.loads(json.dumps(ref)), "orders", run_id="r2")  # an equal reference, another run
+    after = _planned.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)
+    assert first["plan"] == again["plan"] and again["run_id"] == "r2"

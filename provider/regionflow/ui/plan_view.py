@@ -9,8 +9,10 @@ and how many of its shards wait for or hold slots (from regionflow's store).
 from __future__ import annotations
 
 import graphlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..core.modes import ExchangeMode
@@ -48,10 +50,10 @@ def plan_view(reference: Mapping[str, Any], dag_id: str, mode: str | ExchangeMod
     task id, column in the drawing, execution regions and slots) under `mode` (None: the DAG's own),
     and ``plan``: what ``regionflow plan --format json`` prints for that mode. A bad `mode` raises
     `SpecError` naming the modes there are."""
-    graph = graph_of_reference(reference)
     dag_mode = ExchangeMode.parse(reference.get("mode"))
     shown = dag_mode if mode is None or (isinstance(mode, str) and not mode.strip()) else ExchangeMode.parse(mode)
-    plan = Plan(graph, shown)
+    plan, document = _planned(json.dumps(reference, sort_keys=True), shown.value)
+    graph = plan.graph
     preview = shown is not dag_mode
     region_of = {plan.topology.vertex_names[v]: logical.index
                  for logical in plan.region_set.logical for v in logical.vertices}
@@ -85,11 +87,20 @@ def plan_view(reference: Mapping[str, Any], dag_id: str, mode: str | ExchangeMod
         "min_slots": plan.min_slots,
     }
     subtasks = plan.topology.subtask_count
-    view["plan"] = plan_document(plan) if subtasks <= MAX_PLAN_SUBTASKS else None
+    view["plan"] = document
     if view["plan"] is None:
         view["plan_left_out"] = (f"{subtasks} subtasks: more than {MAX_PLAN_SUBTASKS}; "
                                  f"run `airflow regionflow plan {dag_id} --mode {shown.value} --format json`")
     return view
+
+
+@lru_cache(maxsize=64)
+def _planned(reference_json: str, mode: str) -> tuple[Plan, dict[str, Any] | None]:
+    """The plan of a reference under `mode` and its JSON document (None above MAX_PLAN_SUBTASKS),
+    built once per (DAG version, mode): the page refreshes every few seconds, the plan does not change.
+    Callers must not modify what they get."""
+    plan = Plan(graph_of_reference(json.loads(reference_json)), mode)
+    return plan, plan_document(plan) if plan.topology.subtask_count <= MAX_PLAN_SUBTASKS else None
 
 
 _NOT_STARTED: dict[str, Any] = {"state": None, "shards": {}, "started_at": None, "ended_at": None}
