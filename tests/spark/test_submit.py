@@ -16,11 +16,11 @@ import pytest
 from regionflow.core.errors import RegionflowError
 from regionflow.core.resources import UNKNOWN, ResourceProfile
 from regionflow.processes import process_group_members
+from regionflow.spark.pyfiles import build_py_files
 from regionflow.spark.submit import (
     RegionSubmission,
     SubmissionFailed,
     SubmitConfigError,
-    build_py_files,
     build_submit_kwargs,
     connection_env,
     extract_python_traceback,

@@ -32,8 +32,8 @@ from ..spark.attempt import Attempt
 from ..spark.backends import configured_backend
 from ..spark.descriptors import DescriptorCache, PartitionLocation
 from ..spark.program import resolve_sink_path
+from ..spark.pyfiles import build_py_files
 from ..spark.store import PartitionStore, SinkCommitter, local_path, run_key_for, safe_component
-from ..spark.submit import build_py_files
 from ..spark.task import UnitTask
 from ..spark.unit import UnitLayout, excluded_nodes, grant_target, job_modules
 from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, Settlement

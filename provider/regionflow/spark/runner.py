@@ -33,9 +33,10 @@ from .backends import SessionBackend, SubmitBackend
 from .connect import SessionServers
 from .descriptors import DescriptorCache, PartitionLocation
 from .program import resolve_sink_path
+from .pyfiles import build_py_files
 from .session_backend import apply_session_conf
 from .store import PartitionStore, SinkCommitter, local_path
-from .submit import SubmissionResult, build_py_files
+from .submit import SubmissionResult
 from .task import UnitTask
 from .unit import (
     GrantTarget,
