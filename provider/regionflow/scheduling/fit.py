@@ -1,4 +1,5 @@
-"""Which slot requests of a plan no host of a cluster can ever serve, said per vertex and per resource.
+"""Which slot requests of a plan no host of a cluster can ever serve, said per vertex and per resource;
+and, for the slot pool, why a bulk can never be granted (`UnfulfillableExplainer`).
 
 The slot pool rejects an unfulfillable bulk when it arrives; this check says the same earlier (when a
 DAG is parsed, before ``regionflow run`` starts) and more precisely: the vertices whose slot sharing
@@ -9,10 +10,22 @@ a GPU request on a cluster without GPUs fails here, as does more memory than any
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from ..core.plan import DEFAULT_SLOT_SHARING_GROUP, Plan
 from ..core.resources import ResourceProfile
-from .hosts import Host
+from .capacity import Demand, SlotTable
+from .hosts import Host, describe_slot_counts
+
+
+class _Bulk(Protocol):
+    """What the explainer reads of a pool's bulk."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def job_id(self) -> str: ...
 
 
 def shortfall(profile: ResourceProfile, hosts: Sequence[Host]) -> str:
@@ -52,6 +65,71 @@ def misfits(plan: Plan, hosts: Sequence[Host]) -> list[str]:
                                  f"lower the vertex's resources or add a host whose slots offer them "
                                  f"(hosts: {_offers(hosts)})")
     return list(messages.values())
+
+
+class UnfulfillableExplainer:
+    """Builds the message of an UnfulfillableBulk: the region, its need, what the cluster has."""
+
+    def __init__(self, table: SlotTable, bulk: _Bulk, demand: Demand, blocked_hosts: dict[str, float],
+                 now: float) -> None:
+        self.table = table
+        self.bulk = bulk
+        self.demand = demand
+        self.blocked = blocked_hosts
+        self.now = now
+
+    def message(self) -> str:
+        head = f"region '{self.bulk.label}' needs {self._need_text()}"
+        live = list(self.table.live())
+        total = sum(host.slots for _, host in live)
+        if self.demand.size > total:
+            return (f"{head} but the cluster has {describe_slot_counts((h.name, h.slots) for _, h in live)}; "
+                    f"lower the parallelism or add hosts")
+        for profile, count in self.demand.items:
+            fitting = [(host.name, host.slots) for _, host in live if profile.fits_in(host.slot_profile)]
+            if not fitting:
+                return (f"{head} but no host offers a slot that fits {profile.describe()}: "
+                        f"{shortfall(profile, [host for _, host in live])} (slots offered: {self._offers_text(live)}); "
+                        f"lower the request or add a host that offers it")
+            usable = [(name, slots) for name, slots in fitting if name not in self.blocked]
+            if not usable:
+                return (f"{head} but every host whose slots fit {profile.describe()} is blocklisted for job "
+                        f"'{self.bulk.job_id}' ({self._blocked_text(name for name, _ in fitting)}); wait for the "
+                        f"entries to expire, unblock them or add hosts")
+            if sum(slots for _, slots in usable) < count:
+                return (f"{head} but only {describe_slot_counts(usable)} fit {profile.describe()}"
+                        f"{self._blocked_note(name for name, _ in fitting)}; lower the parallelism or add hosts")
+        capacity = self._capacity_for_job(live)
+        placeable = self.demand.max_placeable(capacity)
+        return (f"{head} but at most {placeable} of these requests fit the cluster at once "
+                f"({self._offers_text(live)}){self._blocked_note(self.blocked)}; lower the parallelism or add hosts")
+
+    def _need_text(self) -> str:
+        items = self.demand.items
+        if len(items) == 1:
+            profile, count = items[0]
+            return f"{count} slot{'s' if count != 1 else ''} of {profile.describe()}"
+        parts = " + ".join(f"{count} of {profile.describe()}" for profile, count in items)
+        return f"{self.demand.size} slots ({parts})"
+
+    def _offers_text(self, live: list[tuple[int, Host]]) -> str:
+        offers = [f"{host.name}: {host.slots} x {host.slot_profile.describe()}" for _, host in live]
+        return "; ".join(offers) or "no hosts"
+
+    def _blocked_text(self, names: Iterable[str]) -> str:
+        return ", ".join(f"{name} for another {max(0.0, self.blocked[name] - self.now):.0f} s"
+                         for name in names if name in self.blocked)
+
+    def _blocked_note(self, names: Iterable[str]) -> str:
+        text = self._blocked_text(names)
+        return f"; blocklisted for job '{self.bulk.job_id}': {text}" if text else ""
+
+    def _capacity_for_job(self, live: list[tuple[int, Host]]) -> list[int]:
+        capacity = [0] * len(self.table.class_offer)
+        for index, host in live:
+            if host.name not in self.blocked:
+                capacity[self.table.class_of_host[index]] += host.slots
+        return capacity
 
 
 def _dimensions_short_everywhere(profile: ResourceProfile, hosts: Iterable[Host]) -> list[tuple[str, float, float]]:

@@ -98,8 +98,8 @@ from ..core.resources import ResourceProfile
 from .blocklist import DEFAULT_EXPIRY_S, BlockEntry, Blocklist, Clock
 from .capacity import Demand, Placement, SlotRef, SlotTable, iter_bits
 from .errors import SchedulingError, UnfulfillableBulk
-from .fit import shortfall
-from .hosts import Cluster, Host, describe_slot_counts
+from .fit import UnfulfillableExplainer
+from .hosts import Cluster, Host
 from .requirements import RequirementLedger, ResourceNotice, describe_counts
 
 DEFAULT_RESOURCE_WAIT_TIMEOUT_S = 300.0
@@ -797,7 +797,7 @@ class SlotPool:
         return [(waiting.bulk, error) for waiting, error in rejected]
 
     def _unfulfillable(self, bulk: Bulk, demand: Demand, blocked_hosts: dict[str, float]) -> UnfulfillableBulk:
-        message = _UnfulfillableExplainer(self._table, bulk, demand, blocked_hosts, self._clock()).message()
+        message = UnfulfillableExplainer(self._table, bulk, demand, blocked_hosts, self._clock()).message()
         return UnfulfillableBulk(message, bulk_id=bulk.bulk_id, job_id=bulk.job_id, label=bulk.label)
 
     # ==== hosts and blocklist =====================================================================
@@ -909,71 +909,6 @@ def _first_after(walk: Iterator[_Waiting], sequence: int) -> _Waiting | None:
         if waiting.sequence > sequence:
             return waiting
     return None
-
-
-class _UnfulfillableExplainer:
-    """Builds the message of an UnfulfillableBulk: the region, its need, what the cluster has."""
-
-    def __init__(self, table: SlotTable, bulk: Bulk, demand: Demand, blocked_hosts: dict[str, float],
-                 now: float) -> None:
-        self.table = table
-        self.bulk = bulk
-        self.demand = demand
-        self.blocked = blocked_hosts
-        self.now = now
-
-    def message(self) -> str:
-        head = f"region '{self.bulk.label}' needs {self._need_text()}"
-        live = list(self.table.live())
-        total = sum(host.slots for _, host in live)
-        if self.demand.size > total:
-            return (f"{head} but the cluster has {describe_slot_counts((h.name, h.slots) for _, h in live)}; "
-                    f"lower the parallelism or add hosts")
-        for profile, count in self.demand.items:
-            fitting = [(host.name, host.slots) for _, host in live if profile.fits_in(host.slot_profile)]
-            if not fitting:
-                return (f"{head} but no host offers a slot that fits {profile.describe()}: "
-                        f"{shortfall(profile, [host for _, host in live])} (slots offered: {self._offers_text(live)}); "
-                        f"lower the request or add a host that offers it")
-            usable = [(name, slots) for name, slots in fitting if name not in self.blocked]
-            if not usable:
-                return (f"{head} but every host whose slots fit {profile.describe()} is blocklisted for job "
-                        f"'{self.bulk.job_id}' ({self._blocked_text(name for name, _ in fitting)}); wait for the "
-                        f"entries to expire, unblock them or add hosts")
-            if sum(slots for _, slots in usable) < count:
-                return (f"{head} but only {describe_slot_counts(usable)} fit {profile.describe()}"
-                        f"{self._blocked_note(name for name, _ in fitting)}; lower the parallelism or add hosts")
-        capacity = self._capacity_for_job(live)
-        placeable = self.demand.max_placeable(capacity)
-        return (f"{head} but at most {placeable} of these requests fit the cluster at once "
-                f"({self._offers_text(live)}){self._blocked_note(self.blocked)}; lower the parallelism or add hosts")
-
-    def _need_text(self) -> str:
-        items = self.demand.items
-        if len(items) == 1:
-            profile, count = items[0]
-            return f"{count} slot{'s' if count != 1 else ''} of {profile.describe()}"
-        parts = " + ".join(f"{count} of {profile.describe()}" for profile, count in items)
-        return f"{self.demand.size} slots ({parts})"
-
-    def _offers_text(self, live: list[tuple[int, Host]]) -> str:
-        offers = [f"{host.name}: {host.slots} x {host.slot_profile.describe()}" for _, host in live]
-        return "; ".join(offers) or "no hosts"
-
-    def _blocked_text(self, names: Iterable[str]) -> str:
-        return ", ".join(f"{name} for another {max(0.0, self.blocked[name] - self.now):.0f} s"
-                         for name in names if name in self.blocked)
-
-    def _blocked_note(self, names: Iterable[str]) -> str:
-        text = self._blocked_text(names)
-        return f"; blocklisted for job '{self.bulk.job_id}': {text}" if text else ""
-
-    def _capacity_for_job(self, live: list[tuple[int, Host]]) -> list[int]:
-        capacity = [0] * len(self.table.class_offer)
-        for index, host in live:
-            if host.name not in self.blocked:
-                capacity[self.table.class_of_host[index]] += host.slots
-        return capacity
 
 
 __all__ = ["Bulk", "Grant", "HostLoss", "HostUsage", "SlotPool", "SlotRef", "DEFAULT_RESOURCE_WAIT_TIMEOUT_S",
