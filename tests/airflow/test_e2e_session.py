@@ -53,7 +53,8 @@ def test_every_mode_gives_the_reference_checksum_on_the_session_backend(stack, o
         attempts = store.attempts(dag_id, run_id)
         assert attempts and all(a.state.value == "succeeded" for a in attempts)
         # every blocking partition was released once its consumers committed (partition_retention = 0)
-        assert glob.glob(os.path.join(partitions.units_dir, "*", "e*")) == [], dag_id
+        left = [path for path in glob.glob(os.path.join(partitions.units_dir, "*", "e*")) if os.path.isdir(path)]
+        assert left == [], (dag_id, left)
     # consumers of blocking edges recorded the bytes they read (the speculation sensor weights by them)
     blocking = store.attempts("orders_all_blocking", runs["orders_all_blocking"])
     assert any(a.input_bytes for a in blocking) and any(a.input_bytes is None for a in blocking)
