@@ -37,8 +37,9 @@ def test_a_unit_counts_its_own_partitions_and_whole_broadcasts(tmp_path):
                 write(os.path.join(dataset, f"_rf_unit={enrich + 1}", "part-00000.parquet"), 5000)  # another unit's
                 sizes[dataset] = 100
     assert {plan.topology.edges[plan.topology.groups[g].edge].edge.src for g in consumed} == {"clean", "products"}
-    assert layout.input_bytes(enrich, store, consumed) == sum(sizes.values()) > 700
-    assert layout.input_bytes(enrich, store, []) == 0
+    assert layout.input_bytes(enrich, store) == sum(sizes.values()) > 700
+    orders_unit = layout.units_of_logical(0)[0]  # a source: it reads no partition
+    assert layout.consumed_groups[orders_unit] == [] and layout.input_bytes(orders_unit, store) == 0
 
 
 def commit(store: PartitionStore, layout: UnitLayout, unit: int, plan: Plan) -> None:

@@ -221,7 +221,7 @@ class PreparedUnit:
         if self._inputs is None:
             self._inputs = self._input_refs()
         if self._input_bytes is None and self._inputs:
-            self._input_bytes = self.layout.input_bytes(self.unit, self.partitions, [int(g) for g in self._inputs])
+            self._input_bytes = self.layout.input_bytes(self.unit, self.partitions)
         width = self.layout.width(self.unit, slots)
         return UnitTask(job=self._job, mode=self.plan.mode.value, run_id=self.partitions.run_id,
                         data_dir=self.config.data_dir, unit_key=self.key, unit_name=self.name,

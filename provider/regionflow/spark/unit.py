@@ -75,20 +75,15 @@ class UnitLayout:
             locations.append(PartitionLocation(producer, host_of(unit), path))
         return locations
 
-    def input_bytes(self, unit: int, store: PartitionStore, consumed: Sequence[int]) -> int:
-        """Bytes the unit reads from committed partitions: for each group in `consumed` (the groups it
-        reads from outside, `RegionScheduler.consumed`), its own directory of each producer unit's
-        dataset of that edge, or the whole dataset of a BROADCAST edge (each read once)."""
-        topology = self.plan.topology
-        region_of = self.plan.region_set.region_of
-        read: set[str] = set()
-        for group_index in consumed:
-            group = topology.groups[group_index]
-            broadcast = topology.edges[group.edge].edge.distribution is Distribution.BROADCAST
-            for producer_unit in {self.unit_of_region[region_of[p]] for p in group.producers}:
-                dataset = store.partition_path(self.keys[producer_unit], group.edge)
-                read.add(dataset if broadcast else f"{dataset}/{UNIT_COLUMN}={unit}")
-        return sum(store.fs.size(path) for path in sorted(read))
+    def input_bytes(self, unit: int, store: PartitionStore) -> int:
+        """Bytes the unit reads from committed partitions: its own directory of each producer unit's
+        dataset of an edge it reads, or the whole dataset of a BROADCAST edge."""
+        edges = self.plan.topology.edges
+        read = []
+        for dataset, (_, edge) in zip(self.producer_datasets(unit, store), self._producers_read(unit), strict=True):
+            broadcast = edges[edge].edge.distribution is Distribution.BROADCAST
+            read.append(dataset if broadcast else f"{dataset}/{UNIT_COLUMN}={unit}")
+        return sum(store.fs.size(path) for path in read)
 
     def sink_figures(self, store: PartitionStore, data_dir: str) -> dict[str, dict]:
         """Per sink vertex: rows and checksum summed over the committed units' manifests, and its path."""
