@@ -245,8 +245,9 @@ class PreparedUnit:
             raise RegionflowError(
                 f"unit {self.name}: its input partitions were released once every consumer had committed "
                 f"([regionflow] partition_retention = {self.config.partition_retention:g}): "
-                f"{', '.join(released[:3])}{' ...' if len(released) > 3 else ''}; clear the upstream region tasks "
-                f"too (Clear, with Upstream), or set partition_retention > 0 to keep partitions")
+                f"{', '.join(released[:3])}{' ...' if len(released) > 3 else ''}; their committed producers are "
+                f"not run again in this DAG run (first commit wins), so trigger a new DAG run, or set "
+                f"partition_retention > 0 before runs whose tasks you may want to clear")
 
     def _input_refs(self) -> dict[str, Any]:
         self._check_inputs_kept()
