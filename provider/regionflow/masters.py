@@ -70,11 +70,6 @@ class Master:
         return self.kind is MasterKind.LOCAL
 
     @property
-    def executor_per_slot(self) -> bool:
-        """Cluster masters run one executor per slot; a local master runs one JVM for all slots."""
-        return self.kind is not MasterKind.LOCAL
-
-    @property
     def loopback(self) -> bool:
         """True when everything of this master runs on 127.0.0.1 (local, or a loopback standalone master):
         the driver then binds 127.0.0.1 too."""

@@ -11,11 +11,11 @@ import pytest
 
 from regionflow.core.resources import ResourceProfile
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.cluster_managers import pod_template, write_pod_template
+from regionflow.spark.cluster_managers import excluded_nodes, pod_template, write_pod_template
 from regionflow.spark.sizing import gpu_discovery_script
 from regionflow.spark.submit import RegionSubmission, SubmitConfigError, build_submit_kwargs, spark_child_env
 from regionflow.spark.task import UnitTask
-from regionflow.spark.unit import excluded_nodes, unit_submission
+from regionflow.spark.unit import unit_submission
 
 APP = "/jobs/region.py"
 
@@ -102,10 +102,16 @@ def test_kubernetes_exclusions_without_a_written_template_are_an_error():
 
 
 def test_a_jobs_blocked_hosts_become_excluded_nodes_of_the_same_master_only():
-    blocked = ["n2", "p2", "local"]
-    assert excluded_nodes(CLUSTER.host("n1"), blocked, CLUSTER.hosts) == ["n2"]
-    assert excluded_nodes(CLUSTER.host("p1"), blocked, CLUSTER.hosts) == ["p2"]  # k8s://api.k:6443 is the same
-    assert excluded_nodes(CLUSTER.host("local"), blocked, CLUSTER.hosts) == []
+    reads = []
+
+    def blocked():
+        reads.append(1)
+        return ["n2", "p2", "local"]
+
+    assert excluded_nodes(CLUSTER.host("n1"), CLUSTER.hosts, blocked) == ["n2"]
+    assert excluded_nodes(CLUSTER.host("p1"), CLUSTER.hosts, blocked) == ["p2"]  # k8s://api.k:6443 is the same
+    assert excluded_nodes(CLUSTER.host("local"), CLUSTER.hosts, blocked) == []
+    assert len(reads) == 2  # a local host never reads the blocklist
 
 
 def test_a_unit_task_with_excluded_nodes_writes_the_pod_template_next_to_it(tmp_path):

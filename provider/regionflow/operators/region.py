@@ -30,12 +30,13 @@ from ..localfiles import write_json_atomically
 from ..scheduling.hosts import Host
 from ..spark.attempt import Attempt
 from ..spark.backends import configured_backend
+from ..spark.cluster_managers import excluded_nodes
 from ..spark.descriptors import DescriptorCache, PartitionLocation
 from ..spark.program import resolve_sink_path
 from ..spark.pyfiles import build_py_files
 from ..spark.store import PartitionStore, SinkCommitter, local_path, run_key_for, safe_component
 from ..spark.task import UnitTask
-from ..spark.unit import UnitLayout, excluded_nodes, grant_target, job_modules
+from ..spark.unit import UnitLayout, grant_target, job_modules
 from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, Settlement
 from ..store import GrantState, RegionflowStore, job_id_for
 from ..store.recorder import StoreRecorder
@@ -75,8 +76,8 @@ class RegionOperator(BaseOperator):
         prepared.claim_sinks()
         attempt_id = f"try{ti.try_number}-{uuid.uuid4().hex[:6]}"
         task = prepared.unit_task(slots=slots, host=host.name, attempt_id=attempt_id)
-        blocked = [entry.host for entry in store.active_blocks(job_id=job_id_for(dag.dag_id, run_id))]
-        task.excluded_nodes = excluded_nodes(host, blocked, config.cluster.hosts)
+        task.excluded_nodes = excluded_nodes(host, config.cluster.hosts, lambda: [
+            entry.host for entry in store.active_blocks(job_id=job_id_for(dag.dag_id, run_id))])
         backend = configured_backend(config, config.spark_conf, lambda: prepared.py_files(task))
         recorder = StoreRecorder(store, dag.dag_id, run_id, ti.task_id, ti.map_index, bulk_id=bulk_id)
         self._attempt = Attempt(task, prepared.task_path(attempt_id), host, slots, backend, prepared.partitions,

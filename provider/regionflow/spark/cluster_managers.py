@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..localfiles import write_text_atomically
@@ -71,11 +71,16 @@ def write_pod_template(directory: str, excluded_nodes: Iterable[str]) -> str:
     return path
 
 
-def nodes_of(master: Master, blocked_hosts: Iterable[str], hosts: Iterable[Host]) -> list[str]:
-    """The blocked hosts that are nodes of `master`: hosts of `hosts` declared with the same master."""
-    blocked = set(blocked_hosts)
-    return sorted(host.name for host in hosts
-                  if host.name in blocked and Master.parse(host.spark.master).url == master.url)
+def excluded_nodes(host: Host, hosts: Iterable[Host], blocked_hosts: Callable[[], Iterable[str]]) -> list[str]:
+    """The job's blocked hosts that are nodes of a YARN or Kubernetes `host`'s master (hosts of `hosts`
+    declared with the same master). `blocked_hosts` is only called for such a host: the blocklist is
+    read where it is needed, not for every attempt."""
+    master = Master.parse(host.spark.master)
+    if master.kind not in (MasterKind.YARN, MasterKind.KUBERNETES):
+        return []
+    blocked = set(blocked_hosts())
+    return sorted(other.name for other in hosts
+                  if other.name in blocked and Master.parse(other.spark.master).url == master.url)
 
 
-__all__ = ["exclusion_conf", "nodes_of", "pod_template", "write_pod_template"]
+__all__ = ["excluded_nodes", "exclusion_conf", "pod_template", "write_pod_template"]

@@ -30,6 +30,7 @@ from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from .attempt import Attempt, AttemptOutcome, Backend, result_reason
 from .backends import SessionBackend, SubmitBackend
+from .cluster_managers import excluded_nodes
 from .connect import SessionServers
 from .descriptors import DescriptorCache, PartitionLocation
 from .program import resolve_sink_path
@@ -42,7 +43,6 @@ from .unit import (
     GrantTarget,
     UnitLayout,
     default_conf,
-    excluded_nodes,
     grant_target,
     job_modules,
     unit_submission,
@@ -250,8 +250,8 @@ class LocalRunner:
                         width=width, inputs=self._input_descriptors(unit), slots=target.slots,
                         max_shards=self.options.max_shards, slot_request=self.layout.slot_request(unit, width),
                         parallelism=decided(self.plan.graph), subtasks=self.plan.topology.subtask_count,
-                        excluded_nodes=excluded_nodes(host, list(self.pool.blocklist.hosts_for(self.plan.graph.name)),
-                                                      self.options.cluster.hosts))
+                        excluded_nodes=excluded_nodes(host, self.options.cluster.hosts,
+                                                      lambda: self.pool.blocklist.hosts_for(self.plan.graph.name)))
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
         self.log_paths[unit] = log_path
         assert self.backend is not None, "run() chooses the backend before the first attempt"

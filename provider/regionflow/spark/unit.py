@@ -20,7 +20,7 @@ from ..core.resources import UNKNOWN, ResourceProfile
 from ..masters import Master, MasterKind
 from ..scheduling.hosts import Host
 from ..scheduling.strategy import RegionScheduler
-from .cluster_managers import nodes_of, write_pod_template
+from .cluster_managers import write_pod_template
 from .descriptors import PartitionLocation
 from .program import CHECKSUM_MODULUS, resolve_sink_path
 from .sizing import slot_size
@@ -203,14 +203,6 @@ def grant_target(slot_hosts: Sequence[str], host_of: Callable[[str], Host], *,
     return GrantTarget(first, slots, held, f"one Spark application cannot span the granted hosts' masters: it "
                                            f"runs on {first.name} with {slots} slot(s); the slots on {others} stay "
                                            f"held, unused, until it ends")
-
-
-def excluded_nodes(host: Host, blocked_hosts: Sequence[str], hosts: Sequence[Host]) -> list[str]:
-    """The job's blocked hosts that are nodes of a YARN or Kubernetes `host`'s master, for its unit task."""
-    master = Master.parse(host.spark.master)
-    if master.kind not in (MasterKind.YARN, MasterKind.KUBERNETES):
-        return []
-    return nodes_of(master, blocked_hosts, hosts)
 
 
 def default_conf(slots: int, job_conf: dict[str, str]) -> dict[str, str]:
