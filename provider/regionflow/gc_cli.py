@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core.errors import SpecError
-from .spark.store import ATTEMPTS, UNITS, local_path, run_key_for
+from .spark.store import ATTEMPTS, UNITS, LocalFileSystem, local_path, run_key_for
 
 RETENTION_VARIABLE = "AIRFLOW__REGIONFLOW__PARTITION_RETENTION"
 DATA_DIR_VARIABLE = "AIRFLOW__REGIONFLOW__DATA_DIR"
 STORE_VARIABLE = "AIRFLOW__REGIONFLOW__STORE_URL"
+_FS = LocalFileSystem()  # sizes and removal of local directories, as the partition store does them
 
 
 @dataclass(frozen=True)
@@ -56,22 +57,16 @@ def collect(data_dir: str, running: set[str], older_than_s: float, now: float | 
         run_dir = os.path.join(root, run)
         if run in running or not _is_run_dir(run_dir) or now - _newest_change(run_dir) < older_than_s:
             continue
-        found += [Garbage(run, "attempt", path, _size(path)) for path in _children(os.path.join(run_dir, ATTEMPTS), 2)]
-        found += [Garbage(run, "partitions", path, _size(path))
+        found += [Garbage(run, "attempt", path, _FS.size(path))
+                  for path in _children(os.path.join(run_dir, ATTEMPTS), 2)]
+        found += [Garbage(run, "partitions", path, _FS.size(path))
                   for path in _children(os.path.join(run_dir, UNITS), 2) if _is_partition(path)]
     return found
 
 
 def remove(garbage: Iterable[Garbage]) -> int:
     """Delete `garbage`; returns the bytes freed."""
-    import shutil
-
-    freed = 0
-    for item in garbage:
-        if os.path.isdir(item.path):
-            shutil.rmtree(item.path, ignore_errors=True)
-            freed += item.bytes
-    return freed
+    return sum(item.bytes for item in garbage if _FS.delete(item.path))
 
 
 def running_runs(store_url: str | None) -> set[str]:
@@ -150,17 +145,6 @@ def _newest_change(path: str) -> float:
             except FileNotFoundError:
                 continue
     return newest
-
-
-def _size(path: str) -> int:
-    total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-            except FileNotFoundError:
-                continue
-    return total
 
 
 __all__ = ["Garbage", "add_gc", "collect", "remove", "run_gc", "running_runs"]
