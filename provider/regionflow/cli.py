@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .core.adaptive import decide
+from .core.adaptive import decided, decided_plan
 from .core.errors import RegionflowError, SpecError
 from .core.graph import JobGraph, load_job
 from .core.modes import DEFAULT_MODE, ExchangeMode
@@ -210,8 +210,8 @@ def run_run(args: argparse.Namespace) -> int:
     job_reference = os.path.abspath(args.job) if os.path.exists(args.job) else args.job
     mode = mode_option(args.mode, DEFAULT_MODE)
     cluster = _cluster_from_args(args)
-    graph, decisions = decide(load_job(job_reference), cluster.total_slots, mode)
-    plan = Plan(graph, mode)
+    plan = decided_plan(load_job(job_reference), cluster.total_slots, mode)
+    decisions = decided(plan.graph)
     if args.retries < 0:
         raise SpecError(f"--retries is {args.retries}; give 0 or more")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="regionflow-")

@@ -27,7 +27,7 @@ from typing import Any
 
 from .config import RegionflowConfig
 from .contract import NoSlots, RegionSlots, to_executor_config
-from .core.adaptive import decide
+from .core.adaptive import decided, decided_plan
 from .core.errors import JobGraphError
 from .core.graph import Distribution, JobGraph, register_job
 from .core.modes import ExchangeMode
@@ -68,11 +68,11 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     if not vertices:
         raise JobGraphError(f"DAG {dag.dag_id!r} has no SparkVertexOperator; declare vertices before transform(dag)")
     plan_mode = ExchangeMode.parse(mode) if mode is not None else config.mode
-    graph, decisions = decide(job_graph_of(dag.dag_id, vertices, plan_mode), config.cluster.total_slots, plan_mode)
+    plan = decided_plan(job_graph_of(dag.dag_id, vertices, plan_mode), config.cluster.total_slots, plan_mode)
+    graph, decisions = plan.graph, decided(plan.graph)
     if decisions:
         log.info("DAG %s: adaptive parallelism for %d slot(s): %s", dag.dag_id, config.cluster.total_slots,
                  ", ".join(f"{name}={value}" for name, value in decisions.items()))
-    plan = Plan(graph)
     _check_fits(dag.dag_id, plan, config)
     shards_limit = config.max_shards if max_shards is None else max_shards
     if isinstance(shards_limit, bool) or not isinstance(shards_limit, int) or shards_limit < 1:

@@ -79,3 +79,21 @@ def test_applying_a_value_outside_the_declaration_names_the_vertex():
     outside = r"vertex 'scan': parallelism 9 was decided for it, but it declares \(2, 8\)"
     with pytest.raises(JobGraphError, match=outside):
         apply(job(), {"scan": 9})
+
+
+def test_the_decided_plan_is_the_one_the_decision_built(monkeypatch):
+    """DAG parse and `regionflow run` take the plan the decision built instead of planning again."""
+    from regionflow.core import plan as plan_module
+    from regionflow.core.adaptive import decided_plan
+
+    built = []
+    real = plan_module.Plan.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(plan_module.Plan, "__init__", counting)
+    plan = decided_plan(job(), 5, "all-pipelined")
+    assert decided(plan.graph) == {"scan": 5, "agg": 5} and len(built) == 1
+    assert decided_plan(job(scan=4, agg=4), 5).graph.vertices["scan"].parallelism == 4 and len(built) == 2

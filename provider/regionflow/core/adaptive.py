@@ -20,31 +20,44 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .errors import JobGraphError
 from .graph import JobGraph
 from .modes import ExchangeMode
 
+if TYPE_CHECKING:
+    from .plan import Plan
+
 
 def decide(graph: JobGraph, slots: int, mode: ExchangeMode | str | None = None) -> tuple[JobGraph, dict[str, int]]:
     """`graph` with each adaptive vertex's parallelism decided for a cluster of `slots` slots, and the
     decisions; `graph` itself when no vertex is adaptive."""
+    if not decided(graph):
+        return graph, {}
+    plan = decided_plan(graph, slots, mode)
+    return plan.graph, decided(plan.graph)
+
+
+def decided_plan(graph: JobGraph, slots: int, mode: ExchangeMode | str | None = None) -> Plan:
+    """The plan of `graph` with its adaptive vertices decided for `slots` slots: the plan the decision
+    built last, so a caller (DAG parse, ``regionflow run``) does not build it again. Without adaptive
+    vertices, simply ``Plan(graph, mode)``."""
     from .plan import Plan  # the plan module imports this one (references carry the decisions)
 
     adaptive = {name: vertex.parallelism_range for name, vertex in graph.vertices.items()
                 if vertex.parallelism_range is not None}
     if not adaptive:
-        return graph, {}
+        return Plan(graph, mode)
     if slots < 1:
         raise JobGraphError(f"cannot decide adaptive parallelism for a cluster of {slots} slots; give it slots")
     target = slots
     while True:
         decisions = {name: max(low, min(high, target)) for name, (low, high) in adaptive.items()}
-        decided = apply(graph, decisions)
-        plan = Plan(decided, mode)
+        plan = Plan(apply(graph, decisions), mode)
         fits = all(plan.slots(region) <= slots for region in plan.regions)
         if fits or target == 1 or all(decisions[name] == low for name, (low, _) in adaptive.items()):
-            return decided, decisions
+            return plan
         target = max(1, target // 2)
 
 
@@ -73,4 +86,4 @@ def apply(graph: JobGraph, decisions: Mapping[str, int]) -> JobGraph:
     return copy
 
 
-__all__ = ["apply", "decide", "decided"]
+__all__ = ["apply", "decide", "decided", "decided_plan"]
