@@ -41,7 +41,10 @@ TPCH_REQUIRES = [f"duckdb=={DUCKDB_VERSION}", f"duckdb-extension-tpch=={DUCKDB_V
 # k8s:// masters: Airflow's Spark provider submits to Kubernetes only with the cncf-kubernetes provider
 KUBERNETES_REQUIRES = ["apache-airflow-providers-cncf-kubernetes>=10.25,<11"]
 
-TEST_REQUIRES = TPCH_REQUIRES + KUBERNETES_REQUIRES + [
+# PostgreSQL for the store and for Airflow (the HA test): SQLAlchemy's default driver, and asyncpg.
+POSTGRES_REQUIRES = ["psycopg2-binary>=2.9,<3", "asyncpg>=0.30,<1"]  # asyncpg: Airflow 3's async engine
+
+TEST_REQUIRES = TPCH_REQUIRES + KUBERNETES_REQUIRES + POSTGRES_REQUIRES + [
     "pytest>=8.3,<10",
     "pytest-timeout>=2.3,<3",
     "hypothesis>=6.100,<7",
@@ -68,7 +71,8 @@ setup(
     include_package_data=True,
     zip_safe=False,
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "tpch": TPCH_REQUIRES, "kubernetes": KUBERNETES_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "tpch": TPCH_REQUIRES, "kubernetes": KUBERNETES_REQUIRES,
+                    "postgres": POSTGRES_REQUIRES},
     entry_points={
         "console_scripts": ["regionflow=regionflow.cli:main"],
         "apache_airflow_provider": ["provider_info=regionflow:get_provider_info"],

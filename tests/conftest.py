@@ -23,3 +23,28 @@ def orders_reference(tmp_path_factory):
     totals = run_reference(ORDERS, Plan(load_job(ORDERS)), options).sinks["totals"]
     assert totals["rows"] > 0
     return totals
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One PostgreSQL server for the whole session (Debian's postgresql, see tests/postgres.py)."""
+    import shutil
+    import tempfile
+
+    from postgres import PostgresServer
+
+    directory = tempfile.mkdtemp(prefix="regionflow-pg-")  # not under pytest's root-only tmp dirs
+    server = PostgresServer(directory)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    """A new, empty store URL: a SQLite file, or a database on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/regionflow.db"
+    return request.getfixturevalue("postgres").new_database()

@@ -7,58 +7,13 @@ import subprocess
 import sys
 
 import pytest
+from gate_doubles import Counts, NoCopies, NoRecovery, RecordingWorkers, a_try, admit, end  # noqa: F401
 
-from regionflow.contract import NoSlots, RegionSlots
-from regionflow.core.resources import UNKNOWN
-from regionflow.executors.admission import AdmissionGate, Try
+from regionflow.contract import NoSlots
+from regionflow.executors.admission import AdmissionGate
 from regionflow.scheduling.hosts import Cluster
 from regionflow.scheduling.pool import SlotPool
 from regionflow.store import RegionflowStore
-
-
-class RecordingWorkers:
-    """Records, in order, what the gate asks of its executor."""
-
-    def __init__(self):
-        self.calls = []
-
-    def hand_over(self, workload):
-        self.calls.append(("hand_over", workload))
-
-    def fail(self, workload, message):
-        self.calls.append(("fail", workload, message))
-
-    def note(self, workload, message):
-        self.calls.append(("note", workload, message))
-
-    def handed(self):
-        return [call[1] for call in self.calls if call[0] == "hand_over"]
-
-
-class Counts:
-    def __init__(self):
-        self.grants, self.rejections = 0, 0
-
-    def granted(self, waited_s):
-        self.grants += 1
-
-    def rejected(self):
-        self.rejections += 1
-
-
-class NoCopies:
-    running: dict = {}
-
-    def owns(self, bulk_id):
-        return False
-
-    def launch(self, grant):
-        raise AssertionError("no copies here")
-
-
-class NoRecovery:
-    def __init__(self):
-        self.adopted = {}
 
 
 @pytest.fixture
@@ -66,24 +21,6 @@ def gate(tmp_path):
     pool = SlotPool(Cluster.parse("a:slots=2;b:slots=2"))
     store = RegionflowStore(f"sqlite:///{tmp_path / 'store.db'}")
     return AdmissionGate(pool, store, RecordingWorkers(), copies=NoCopies(), recovery=NoRecovery(), metrics=Counts())
-
-
-def a_try(name, slots=None, try_number=1, contract=None):
-    if contract is None and slots:
-        contract = RegionSlots(((UNKNOWN,) * slots,), (name,))
-    return Try(key=(name, try_number), ti_id=f"ti-{name}", try_number=try_number, dag_id="d", run_id="r",
-               task_id=name, map_index=-1, contract=contract)
-
-
-def admit(gate, name, **kwargs):
-    attempt = a_try(name, **kwargs)
-    gate.admit(f"workload:{name}", attempt)
-    return attempt
-
-
-def end(gate, attempt, state="success"):
-    assert gate.end_of_run(attempt.key, state)
-    gate.after_end(attempt.key, state)
 
 
 def test_whole_bulks_oldest_first_and_a_small_one_does_not_jump_a_waiting_big_one(gate):

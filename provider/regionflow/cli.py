@@ -55,10 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .gc_cli import add_gc
     from .session_cli import add_session
     from .status_cli import add_status
+    from .store_cli import add_migrate_store
 
     add_status(commands, _add_cluster_options, _cluster_from_args)
     add_session(commands, _add_cluster_options, _cluster_from_args)
     add_gc(commands)
+    add_migrate_store(commands)
     return parser
 
 

@@ -142,6 +142,8 @@ class EmbeddedAirflow:
         plugins_folder: str | None = None,
         env: Mapping[str, str] | None = None,
         setup_commands: Sequence[Sequence[str]] = (),
+        database_url: str | None = None,
+        schedulers: int = 1,
     ) -> None:
         """`home`: the Airflow home (created); `dags_folder`: the DAG bundle's folder; `executor`:
         ``[core] executor``; `regionflow_options`: the ``[regionflow]`` section, passed through as
@@ -149,8 +151,13 @@ class EmbeddedAirflow:
         `components`: which Airflow components run (the api-server always); `plugins_folder`:
         default ``<home>/plugins``; `env`: extra environment for every component (e.g. Spark's);
         `setup_commands`: ``airflow`` commands (argv after ``airflow``) run in order after ``db
-        migrate`` and before the components start (``["teams", "create", "ops"]``).
+        migrate`` and before the components start (``["teams", "create", "ops"]``); `database_url`:
+        Airflow's metadata database (default: SQLite in `home`; e.g. a PostgreSQL URL); `schedulers`:
+        how many scheduler processes run (Airflow's HA setup needs a server database for more than one).
         """
+        if schedulers < 1 or (schedulers > 1 and (database_url or "sqlite").startswith("sqlite")):
+            raise EmbeddedAirflowError(f"schedulers={schedulers}: one scheduler at least, and more than one "
+                                       f"only on a server database (give database_url, e.g. PostgreSQL)")
         _check_components(components)
         self.home = os.path.abspath(home)
         self.dags_folder = os.path.abspath(dags_folder)
@@ -162,6 +169,8 @@ class EmbeddedAirflow:
         self.plugins_folder = os.path.abspath(plugins_folder or os.path.join(self.home, "plugins"))
         self.extra_env = dict(env or {})
         self.setup_commands = [list(command) for command in setup_commands]
+        self.database_url = database_url
+        self.schedulers = schedulers
         self.timings: dict[str, float] = {}
         self._stack_tag = uuid.uuid4().hex
         self._port: int | None = None
@@ -253,7 +262,7 @@ class EmbeddedAirflow:
                 # A rewritten DAG file reaches the database within seconds, not 30 s.
                 "min_serialized_dag_update_interval": "5",
             },
-            "database": {
+            "database": {"sql_alchemy_conn": self.database_url} if self.database_url else {
                 "sql_alchemy_conn": f"sqlite:///{self.database_path}",
                 "sql_alchemy_connect_args": "regionflow.embedded.SQLITE_CONNECT_ARGS",
             },
@@ -358,13 +367,15 @@ class EmbeddedAirflow:
         self.write_config()
         try:
             self.timings["db_migrate_s"] = self._migrate(deadline - time.monotonic())
-            _use_wal(self.database_path)
+            if not self.database_url:
+                _use_wal(self.database_path)
             for command in self.setup_commands:
                 self._airflow_command(command, deadline - time.monotonic())
             started = time.monotonic()
             atexit.register(self.stop)
             for component in self.components:
-                self._running.append(self._spawn(component))
+                copies = self.schedulers if component == "scheduler" else 1
+                self._running.extend(self._spawn(component) for _ in range(copies))
             self._wait_until_healthy(deadline, timeout)
             self.timings["start_to_healthy_s"] = round(time.monotonic() - started, 2)
             self._start_session_servers(deadline - time.monotonic())

@@ -25,10 +25,10 @@ from typing import Any
 
 from .core.errors import SpecError
 from .spark.store import ATTEMPTS, UNITS, LocalFileSystem, local_path, run_key_for
+from .store.engine import STORE_URL_VARIABLE
 
 RETENTION_VARIABLE = "AIRFLOW__REGIONFLOW__PARTITION_RETENTION"
 DATA_DIR_VARIABLE = "AIRFLOW__REGIONFLOW__DATA_DIR"
-STORE_VARIABLE = "AIRFLOW__REGIONFLOW__STORE_URL"
 _FS = LocalFileSystem()  # sizes and removal of local directories, as the partition store does them
 
 
@@ -86,7 +86,7 @@ def add_gc(commands: Any) -> None:
     gc = commands.add_parser("gc", help="remove orphaned attempt dirs and partitions of finished runs")
     gc.add_argument("--data-dir", default=None, help=f"the data dir (default: ${DATA_DIR_VARIABLE})")
     gc.add_argument("--store-url", default=None,
-                    help=f"regionflow's store, to tell running runs (default: ${STORE_VARIABLE}; without a store "
+                    help=f"regionflow's store, to tell running runs (default: ${STORE_URL_VARIABLE}; without a store "
                          "every run directory counts as finished)")
     gc.add_argument("--older-than", type=float, default=None, metavar="SECONDS",
                     help=f"only runs unchanged this long (default: ${RETENTION_VARIABLE}, else 0)")
@@ -103,7 +103,7 @@ def run_gc(args: argparse.Namespace) -> int:
         float(os.environ.get(RETENTION_VARIABLE, "").strip() or 0)
     if older_than < 0:
         raise SpecError(f"--older-than is {older_than:g}; give 0 or more seconds")
-    found = collect(data_dir, running_runs(args.store_url or os.environ.get(STORE_VARIABLE) or None), older_than)
+    found = collect(data_dir, running_runs(args.store_url or os.environ.get(STORE_URL_VARIABLE) or None), older_than)
     freed = 0 if args.dry_run else remove(found)
     if args.format == "json":
         print(json.dumps({"dry_run": args.dry_run, "bytes": sum(g.bytes for g in found), "freed": freed,

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .core.errors import SpecError
+from .store.engine import STORE_URL_VARIABLE
 
 HOSTS_VARIABLE = "AIRFLOW__REGIONFLOW__HOSTS"
-STORE_VARIABLE = "AIRFLOW__REGIONFLOW__STORE_URL"
 
 
 def add_status(commands: Any, add_cluster_options: Callable[[argparse.ArgumentParser], None],
@@ -29,7 +29,7 @@ def add_status(commands: Any, add_cluster_options: Callable[[argparse.ArgumentPa
     status.add_argument("dag_id", nargs="?", default=None)
     status.add_argument("run_id", nargs="?", default=None)
     status.add_argument("--store-url", default=None,
-                        help=f"regionflow's store (default: ${STORE_VARIABLE}, else "
+                        help=f"regionflow's store (default: ${STORE_URL_VARIABLE}, else "
                              "sqlite:///$AIRFLOW_HOME/regionflow.db)")
     add_cluster_options(status)
     status.add_argument("--format", choices=("text", "json"), default="text")
@@ -43,7 +43,7 @@ def run_status(args: argparse.Namespace, cluster_from_args: Callable[[argparse.N
 
     if args.hosts is None and args.slots is None and os.environ.get(HOSTS_VARIABLE, "").strip():
         args.hosts = os.environ[HOSTS_VARIABLE]
-    url = args.store_url or os.environ.get(STORE_VARIABLE) or default_url()
+    url = args.store_url or os.environ.get(STORE_URL_VARIABLE) or default_url()
     cluster = None if args.dag_id is not None else cluster_from_args(args)
     print(status_output(url, cluster, args.dag_id, args.run_id, args.format))
     return 0

@@ -1,6 +1,7 @@
 """RegionExecutor in-process: the FIFO bulk pool in front of LocalExecutor's workers (no stack;
 the workers are replaced by a queue we read)."""
 import multiprocessing
+import time
 import uuid
 
 import pytest
@@ -90,15 +91,19 @@ def test_unfulfillable_bulk_fails_at_once_with_the_message_in_the_task_log(setti
 
 def test_restart_rebuilds_the_ledger_so_no_slot_is_granted_twice(settings, monkeypatch):
     ex = executor(monkeypatch)
+    ex.recovery.start()
     running = workload(slots=3, task_id="long")
     queue(ex, running)
     assert len(ex.activity_queue) == 1
-    # the scheduler dies; a new one starts with a new executor on the same store
+    # the scheduler dies (no more heartbeats); a new one starts with a new executor on the same store
     restarted = executor(monkeypatch)
     finished = {"value": False}
     restarted.recovery.finished = lambda ti_id: finished["value"]  # Airflow's metadata, as the test sets it
-    restarted.recovery.rebuild()
+    restarted.recovery.clock = lambda: time.time() + 31  # past scheduler_health_check_threshold (30 s)
+    restarted.recovery.start()
+    restarted.gate.refresh()
     assert restarted.pool.free_slots() == 1
+    assert set(restarted.recovery.adopted) == {f"{running.ti.id}:1"}
     newcomer = workload(slots=2, task_id="next")
     queue(restarted, newcomer)
     assert not restarted.activity_queue  # the old grant still holds 3 of the 4 slots

@@ -15,8 +15,8 @@ FIELDS = dict(dag_id="dag", run_id="run", task_id="sensor", label="dag.sensor", 
 
 
 @pytest.fixture
-def store(tmp_path) -> RegionflowStore:
-    return RegionflowStore(f"sqlite:///{tmp_path}/regionflow.db")
+def store(store_url) -> RegionflowStore:
+    return RegionflowStore(store_url)
 
 
 def test_bulk_ids_of_admissions():

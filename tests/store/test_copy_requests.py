@@ -20,8 +20,8 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(tmp_path, clock) -> RegionflowStore:
-    return RegionflowStore(f"sqlite:///{tmp_path}/regionflow.db", clock=clock)
+def store(store_url, clock) -> RegionflowStore:
+    return RegionflowStore(store_url, clock=clock)
 
 
 def ask(store: RegionflowStore, shard: int = 1, **overrides):

@@ -57,7 +57,12 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(db_path, clock) -> RegionflowStore:
+def store(store_url, clock) -> RegionflowStore:
+    return RegionflowStore(store_url, clock=clock)
+
+
+@pytest.fixture
+def sqlite_store(db_path, clock) -> RegionflowStore:
     return RegionflowStore(f"sqlite:///{db_path}", clock=clock)
 
 
@@ -100,7 +105,8 @@ def test_schema_version_is_one_row_and_create_all_is_idempotent(store, db_path):
     assert store.schema_version() == SCHEMA_VERSION
 
 
-def test_a_store_from_another_schema_version_is_refused(store, db_path):
+def test_a_store_from_another_schema_version_is_refused(sqlite_store, db_path):
+    store = sqlite_store  # a SQLite file (the test reopens or inspects it)
     store.create_all()
     with sqlite3.connect(db_path) as raw:
         raw.execute("UPDATE schema_version SET version = 99")
@@ -108,7 +114,8 @@ def test_a_store_from_another_schema_version_is_refused(store, db_path):
         RegionflowStore(f"sqlite:///{db_path}").grants()
 
 
-def test_sqlite_connections_use_wal_and_a_busy_timeout(store, db_path):
+def test_sqlite_connections_use_wal_and_a_busy_timeout(sqlite_store, db_path):
+    store = sqlite_store  # a SQLite file (the test reopens or inspects it)
     store.create_all()
     with store._engine.connect() as connection:  # what every store session gets
         assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
@@ -325,7 +332,8 @@ def test_mark_lost_takes_every_live_grant_with_a_slot_on_the_host(store, clock):
     assert store.mark_lost("h1") == []
 
 
-def test_a_restarted_executor_sees_live_and_waiting_grants(store, db_path, clock):
+def test_a_restarted_executor_sees_live_and_waiting_grants(sqlite_store, db_path, clock):
+    store = sqlite_store  # a SQLite file (the test reopens or inspects it)
     for index in range(5):
         wait(store, f"ti-{index}:1", task_id=f"region_{index}")
         clock.advance(1)

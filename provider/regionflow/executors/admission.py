@@ -26,8 +26,9 @@ from ..contract import NoSlots, RegionSlots, TaskContract
 from ..core.resources import UNKNOWN
 from ..scheduling.errors import UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
-from ..store import GrantState, RegionflowStore, SlotConflictError, bulk_id_for
+from ..store import GrantRecord, GrantState, RegionflowStore, bulk_id_for
 from .guard import guarded
+from .shared_pool import Decided, SharedPool
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,9 @@ class Copies(Protocol):
     @property
     def running(self) -> Mapping[str, Any]: ...
 
+    @property
+    def waiting(self) -> Mapping[str, Any]: ...
+
     def owns(self, bulk_id: str) -> bool: ...
 
     def launch(self, grant: Grant) -> None: ...
@@ -103,14 +107,20 @@ class AdmissionGate:
     """Tries in FIFO bulks in front of the workers. Called on the scheduler's thread only."""
 
     def __init__(self, pool: SlotPool, store: RegionflowStore, operations: WorkerOperations, *,
-                 copies: Copies, recovery: Recovery, metrics: Metrics, log: Any = None) -> None:
+                 copies: Copies, recovery: Recovery, metrics: Metrics, log: Any = None,
+                 owner: str | None = None) -> None:
+        """`owner`: this scheduler's id in the store (its rows are its own; other schedulers share the pool)."""
         self.pool, self.store, self.operations = pool, store, operations
         self.copies, self.recovery, self.metrics = copies, recovery, metrics
         self.log = log or logging.getLogger(__name__)
+        self.owner = owner
+        self.shared = SharedPool(pool, store, self.log)  # every grant decision goes through it
         self.held: dict[str, Held] = {}  # bulk id -> try waiting for its grant
         self.waiting: dict[Hashable, str] = {}  # try key -> bulk id of its waiting admission
         self.granted: dict[Hashable, str] = {}  # try key -> bulk id of its live grant
         self.runs: dict[Hashable, int] = {}  # try key -> runs handed to the workers, end not yet read
+        self._requeue: list[Held] = []  # held tries whose place another scheduler released
+        self._unrecorded: dict[str, str | None] = {}  # bulk id -> message of a release the store missed
 
     # ---- in ---------------------------------------------------------------------------------------
 
@@ -140,7 +150,8 @@ class AdmissionGate:
                                                          f"the restored grant was reused")
                 self._hand_over(workload, key)
                 return
-            self.store.record_released(record.bulk_id, "stale: no scheduler holds this grant any more")
+            self.shared.wrote(self.store.record_released(record.bulk_id,
+                                                         "stale: no scheduler holds this grant any more"))
             record = self._admission(attempt, bulk)
         bulk = replace(bulk, bulk_id=record.bulk_id)
         try:
@@ -153,23 +164,62 @@ class AdmissionGate:
         self.start(grants)
 
     def start(self, grants: Iterable[Grant]) -> None:
-        """Hand granted tries to the workers (copies to their runner)."""
-        for grant in grants:
+        """Record the pool's grants in the store (the shared pool decides anew when another scheduler
+        wrote meanwhile, see `SharedPool`) and hand granted tries to the workers, copies to their runner."""
+        self._start_decided(self._decided(self.shared.decide, list(grants)))
+
+    def refresh(self) -> None:
+        """Every sync: when another scheduler wrote to the pool, rebuild from the store, record what that
+        makes possible and start this scheduler's tries granted meanwhile (by it or by another)."""
+        for bulk_id, message in list(self._unrecorded.items()):
+            del self._unrecorded[bulk_id]
+            guarded(self.log, f"recording the release of {bulk_id} again", self._record_released, bulk_id, message)
+            self.shared.invalidate()  # the pool let the slots go long ago: rebuild from the store
+        if self.shared.changed():
+            self._start_decided(self._decided(self.shared.rebuild))
+
+    def _decided(self, decide: Any, *args: Any) -> list[Decided]:
+        rebuilds = self.shared.rebuilds
+        decided: list[Decided] = decide(*args)
+        if self.shared.rebuilds != rebuilds:  # rebuilt: another scheduler may have granted our bulks
+            decided += self._granted_elsewhere({item.grant.bulk_id for item in decided})
+        return decided
+
+    def _granted_elsewhere(self, decided: set[str]) -> list[Decided]:
+        """This scheduler's waiting bulks that the rebuilt pool holds as granted. A held try whose row
+        is no longer in the pool was released by a scheduler that took this one for stopped: it is
+        admitted again, at the back of the queue."""
+        found: list[Decided] = []
+        for bulk_id in [*self.held, *self.copies.waiting]:
+            grant = self.pool.grant_of(bulk_id)
+            if bulk_id not in decided and grant is not None:
+                found.append(Decided(grant, None))
+            elif grant is None and not self.pool.is_waiting(bulk_id) and bulk_id in self.held:
+                self._requeue.append(self.held.pop(bulk_id))
+        return found
+
+    def _start_decided(self, decided: list[Decided]) -> None:
+        for item in decided:
+            grant = item.grant
             if self.copies.owns(grant.bulk_id):
                 guarded(self.log, f"launching speculative copy {grant.bulk_id}", self.copies.launch, grant)
                 continue
             held = self.held.pop(grant.bulk_id, None)
-            if held is None:
+            if held is None:  # another scheduler's bulk: that one starts it when it reads the store
                 continue
             key = held.attempt.key
             self.waiting.pop(key, None)
             self.granted[key] = grant.bulk_id
-            try:
-                self._record_granted(grant)
-            except Exception as error:  # noqa: BLE001 - the task could not learn its slots: fail it
-                self.fail_unexpected(held.workload, key, "recording its grant", error)
-                continue
+            record = item.record
+            if record is not None and record.granted_at is not None:
+                guarded(self.log, "counting a grant", self.metrics.granted, record.granted_at - record.submitted_at)
             self._hand_over(held.workload, key)
+        while self._requeue:
+            held = self._requeue.pop(0)
+            self.waiting.pop(held.attempt.key, None)
+            self.log.warning("RegionExecutor: %s lost its place (another scheduler took this one for stopped); "
+                             "it queues again", held.attempt.key)
+            self.admit(held.workload, held.attempt)
 
     # ---- out --------------------------------------------------------------------------------------
 
@@ -230,6 +280,14 @@ class AdmissionGate:
         self.log.error("RegionExecutor: %s failed for %s; the task instance fails", doing, key, exc_info=error)
         self.fail(workload, key, f"regionflow: unexpected error while {doing}: {type(error).__name__}: {error}")
 
+    def revoke(self, key: Hashable) -> None:
+        """Forget a try handed to a worker that never started it: its slots go back (Airflow revoked it)."""
+        self.runs.pop(key, None)
+        bulk_id = self.granted.pop(key, None)
+        if bulk_id is not None:
+            self.log.warning("RegionExecutor: %s revoked by Airflow (queued too long); its slots are released", key)
+            self._free(bulk_id, "revoked: the try stayed queued after it got its slots")
+
     def leave_waiting(self) -> None:
         """The scheduler stops: waiting tries stay QUEUED in Airflow, and the next scheduler queues them again."""
         if self.held:
@@ -241,10 +299,12 @@ class AdmissionGate:
 
     # ---- inside -----------------------------------------------------------------------------------
 
-    def _admission(self, attempt: Try, bulk: Bulk) -> Any:
-        return self.store.admit(attempt.ti_id, attempt.try_number, dag_id=attempt.dag_id, run_id=attempt.run_id,
-                                task_id=attempt.task_id, map_index=attempt.map_index, job_id=bulk.job_id,
-                                label=bulk.label, requests=[p.to_dict() for p in bulk.requests])
+    def _admission(self, attempt: Try, bulk: Bulk) -> GrantRecord:
+        record = self.store.admit(attempt.ti_id, attempt.try_number, dag_id=attempt.dag_id, run_id=attempt.run_id,
+                                  task_id=attempt.task_id, map_index=attempt.map_index, job_id=bulk.job_id,
+                                  label=bulk.label, requests=[p.to_dict() for p in bulk.requests], owner=self.owner)
+        self.shared.wrote(record)
+        return record
 
     def _hand_over(self, workload: Any, key: Hashable) -> None:
         self.runs[key] = self.runs.get(key, 0) + 1
@@ -252,46 +312,32 @@ class AdmissionGate:
 
     def _reject(self, workload: Any, bulk: Bulk, message: str) -> None:
         self.log.error("RegionExecutor rejects %s: %s", bulk.label, message)
-        guarded(self.log, "recording a rejection", self.store.record_rejected, bulk.bulk_id, message)
+        self.shared.wrote(guarded(self.log, "recording a rejection", self.store.record_rejected, bulk.bulk_id, message))
         guarded(self.log, "counting a rejection", self.metrics.rejected)
         self.operations.fail(workload, f"regionflow: this task can never get its slots: {message}")
 
-    def _record_granted(self, grant: Grant) -> None:
-        slots = [[slot.host, slot.index] for slot in grant.slots]
-        try:
-            record = self.store.record_granted(grant.bulk_id, slots)
-        except SlotConflictError:
-            # This process's pool is the truth about its slots: a live row it does not hold is stale
-            # (recording its release failed earlier); release such rows and record the grant again.
-            if not self._release_stale_rows():
-                raise
-            record = self.store.record_granted(grant.bulk_id, slots)
-        waited = None if record.granted_at is None else record.granted_at - record.submitted_at
-        guarded(self.log, "counting a grant", self.metrics.granted, waited)
-
-    def _release_stale_rows(self) -> int:
-        stale = [record.bulk_id for record in self.store.live_grants()
-                 if self.pool.grant_of(record.bulk_id) is None and record.bulk_id not in self.copies.running
-                 and record.bulk_id not in self.recovery.adopted]
-        for bulk_id in stale:
-            self.store.record_released(bulk_id, "stale: its release had not been recorded")
-            self.log.warning("RegionExecutor: released the stale ledger row of %s", bulk_id)
-        return len(stale)
-
     def _free(self, bulk_id: str, message: str | None = None) -> None:
+        # The store first: the pool's next decision is recorded at the version this release made. A
+        # release the store missed is recorded again at the next sync; until then its slots stay taken
+        # in the store, which is the truth, so nothing is granted on them.
+        guarded(self.log, f"recording the release of {bulk_id}", self._record_released, bulk_id, message)
         if self.pool.is_waiting(bulk_id):
             grants = self.pool.cancel(bulk_id)
         elif self.pool.grant_of(bulk_id) is not None:
             grants = self.pool.release(bulk_id)
         else:
             grants = []
-        guarded(self.log, f"recording the release of {bulk_id}", self._record_released, bulk_id, message)
         self.start(grants)
 
     def _record_released(self, bulk_id: str, message: str | None) -> None:
-        record = self.store.grant_for(bulk_id)
-        if record is not None and record.state in (GrantState.WAITING, GrantState.GRANTED, GrantState.LOST):
-            self.store.record_released(bulk_id, message)
+        try:
+            record = self.store.grant_for(bulk_id)
+            if record is not None and record.state in (GrantState.WAITING, GrantState.GRANTED, GrantState.LOST):
+                self.shared.wrote(self.store.record_released(bulk_id, message))
+        except Exception:
+            self._unrecorded[bulk_id] = message
+            self.shared.invalidate()  # the pool lets the slots go, the store does not (yet)
+            raise
 
 
 def _now() -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,11 +36,11 @@ from ..spark.store import PartitionStore
 from ..spark.task import UnitTask
 from ..spark.unit import grant_target
 from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
-from ..store import CopyRequestRecord, CopyState, RegionflowStore, StoreError
+from ..store import COPY_PREFIX, CopyRequestRecord, CopyState, RegionflowStore, StoreError
 from ..store.recorder import StoreRecorder
+from .shared_pool import copy_job
 
 COPY_EXCLUSION_S = 7 * 24 * 3600.0  # lifted explicitly when the copy ends
-COPY_PREFIX = "copy:"
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class CopyRunner:
         self._ended: queue.Queue[CopyEnded] = queue.Queue()
         self._sequence = 0
         self.host_lost_timeout = DEFAULT_HOST_LOST_TIMEOUT_S  # a copy whose master is silent this long is killed
+        self.owner: str | None = None  # the scheduler whose copies these are (set by the executor)
 
     def owns(self, bulk_id: str) -> bool:
         """Whether `bulk_id` is a copy waiting for its grant (the executor passes its grant to `launch`)."""
@@ -99,9 +101,7 @@ class CopyRunner:
 
     def launch(self, grant: Grant) -> None:
         """Start the granted copy in a thread of its own."""
-        request = self.waiting.pop(grant.bulk_id)
-        slots = [[slot.host, slot.index] for slot in grant.slots]
-        self.store.record_granted(grant.bulk_id, slots)
+        request = self.waiting.pop(grant.bulk_id)  # the shared pool recorded the grant
         target = grant_target([slot.host for slot in grant.slots], self.config.cluster.host,
                               pool_masters=self.config.backend != "session")
         host = target.host.name
@@ -130,7 +130,7 @@ class CopyRunner:
                 thread.join(timeout=1.0)
             grant = self.store.grant_for(event.bulk_id)
             if grant is not None:
-                self._unblock(f"{grant.job_id}#{event.bulk_id}")
+                self._unblock(copy_job(grant.job_id, event.bulk_id))
             self._release(event.bulk_id)
 
     def abandon(self, bulk_id: str, why: str) -> None:
@@ -154,9 +154,9 @@ class CopyRunner:
 
     def _submit(self, request: CopyRequestRecord) -> None:
         bulk_id = request.bulk_id
-        copy_job = f"{request.job_id}#{bulk_id}"
+        job = copy_job(request.job_id, bulk_id)
         requests = tuple(ResourceProfile.from_dict(p) for p in request.requests) or (UNKNOWN,)
-        bulk = Bulk(bulk_id, copy_job, request.label, requests)
+        bulk = Bulk(bulk_id, job, request.label, requests)
         excluded = set(request.excluded_hosts)
         excluded |= {a.host for a in self.store.live_attempts(request.unit_key, dag_id=request.dag_id,
                                                                  run_id=request.run_id)}
@@ -167,11 +167,12 @@ class CopyRunner:
             self.log.warning("RegionExecutor: speculative copy %s not run: %s", bulk_id, message)
             self._mark(request.request_id, CopyState.FAILED, message=message)
             return
-        for host in sorted(excluded):
-            self.pool.block(copy_job, host, COPY_EXCLUSION_S)
+        for host in sorted(excluded):  # in the store too, so every scheduler's pool keeps the copy off it
+            self.pool.block(job, host, COPY_EXCLUSION_S)
+            self.store.block(job, host, time.time() + COPY_EXCLUSION_S, "a copy runs on another host than its shard")
         self.store.record_waiting(bulk_id, dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
                                   try_number=0, label=request.label, requests=[p.to_dict() for p in requests],
-                                  map_index=request.map_index, job_id=request.job_id)
+                                  map_index=request.map_index, job_id=request.job_id, owner=self.owner)
         self.waiting[bulk_id] = request
         self.log.info("RegionExecutor: speculative copy %s of %s[%d] waits for slots, avoiding host(s) %s",
                       bulk_id, request.task_id, request.map_index, ", ".join(sorted(excluded)) or "none")
@@ -179,7 +180,7 @@ class CopyRunner:
             grants = self.pool.submit(bulk)
         except UnfulfillableBulk as rejection:
             self.waiting.pop(bulk_id, None)
-            self._unblock(copy_job)
+            self._unblock(job)
             self.store.record_rejected(bulk_id, str(rejection))
             self._mark(request.request_id, CopyState.FAILED, message=str(rejection))
             return
@@ -188,7 +189,7 @@ class CopyRunner:
     def _withdraw(self, bulk_id: str, why: str) -> None:
         request = self.waiting.pop(bulk_id)
         self._start(self.pool.cancel(bulk_id))
-        self._unblock(f"{request.job_id}#{bulk_id}")
+        self._unblock(copy_job(request.job_id, bulk_id))
         self.store.record_released(bulk_id)
         self.log.info("RegionExecutor: speculative copy %s withdrawn: %s", bulk_id, why)
 
@@ -249,9 +250,10 @@ class CopyRunner:
         except StoreError as error:
             self.log.warning("RegionExecutor: copy request %d: %s", request_id, error)
 
-    def _unblock(self, copy_job: str) -> None:
-        for host in list(self.pool.blocklist.hosts_for(copy_job)):
-            self._start(self.pool.unblock(copy_job, host))
+    def _unblock(self, job: str) -> None:
+        for host in list(self.pool.blocklist.hosts_for(job)):
+            self.store.unblock(job, host)
+            self._start(self.pool.unblock(job, host))
 
 
-__all__ = ["COPY_PREFIX", "AttemptFactory", "CopyEnded", "CopyLaunch", "CopyRunner"]
+__all__ = ["AttemptFactory", "CopyEnded", "CopyLaunch", "CopyRunner"]

@@ -1,64 +1,104 @@
-"""What the RegionExecutor does after a scheduler restart, and the store-to-pool blocklist mirror.
+"""Schedulers sharing the pool: membership, take-over of stopped ones, and the store-to-pool blocklist mirror.
 
-`GrantRecovery`: the store is the ledger of grants. A new scheduler re-takes the slots of grants a
-previous one made for task instances that still run (*adopted*: no worker of this process runs them, so
-they are released once Airflow's metadata says the task instance ended), releases the waiting rows
-(the scheduler queues their task instances again) and settles copies whose threads died with the
-previous scheduler.
+`GrantRecovery`: every RegionExecutor registers in the store and heartbeats. A scheduler counts as
+stopped when it ended, when its heartbeat is older than Airflow's ``[scheduler]
+scheduler_health_check_threshold`` (the rule Airflow uses for its own scheduler jobs), or when it ran
+on this machine and its process is gone. A live scheduler takes over a stopped one's rows: waiting
+rows are released (the scheduler that adopts or resets their task instances queues them again), live
+grants of task instances become *adopted*: no worker of this process runs them, so they are released
+once Airflow's metadata says the task instance ended. Speculative copies, threads of the stopped
+scheduler, are settled as failed (the sensor may ask again).
 
-`BlocklistMirror`: speculation sensors write (job, host) blocklist entries into the store; every sync
-copies the live ones into the pool, which decides placement.
+`BlocklistMirror`: speculation sensors (and copies, for their host exclusions) write (job, host)
+blocklist entries into the store; every sync copies the live ones into the pool, which decides placement.
 """
 from __future__ import annotations
 
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..core.resources import UNKNOWN, ResourceProfile
-from ..scheduling.capacity import SlotRef
-from ..scheduling.errors import SchedulingError
-from ..scheduling.pool import Bulk, SlotPool
-from ..store import RegionflowStore, StoreError
-from .copies import COPY_PREFIX, CopyRunner
+from ..processes import start_ticks
+from ..scheduling.pool import SlotPool
+from ..store import COPY_PREFIX, RegionflowStore, StoreError, TakeOver, is_stopped
+from .copies import CopyRunner
 
 ADOPTED_CHECK_INTERVAL_S = 5.0
+HEARTBEAT_INTERVAL_S = 5.0
+DEFAULT_STOPPED_AFTER_S = 30.0  # Airflow's default [scheduler] scheduler_health_check_threshold
+
+
+def new_scheduler_id() -> str:
+    """A scheduler's id in the store: its machine and pid, plus a random part (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _alive(pid: int) -> bool:
+    return start_ticks(pid) is not None
 
 
 class GrantRecovery:
-    """Restores a previous scheduler's grants into the pool and releases them when their task ends."""
+    """This scheduler's membership in the shared pool, and the rows it takes over from stopped ones."""
 
-    def __init__(self, store: RegionflowStore, pool: SlotPool, copies: CopyRunner, log: Any,
-                 finished: Callable[[str], bool]) -> None:
+    def __init__(self, store: RegionflowStore, copies: CopyRunner, log: Any, finished: Callable[[str], bool], *,
+                 scheduler_id: str | None = None, stopped_after_s: float = DEFAULT_STOPPED_AFTER_S,
+                 clock: Callable[[], float] = time.time) -> None:
         """`finished(ti_id)`: whether Airflow's metadata says that task instance has ended."""
-        self.store, self.pool, self.copies, self.log, self.finished = store, pool, copies, log, finished
-        self.adopted: dict[str, str] = {}  # bulk id -> task instance id, granted before a restart
+        self.store, self.copies, self.log, self.finished = store, copies, log, finished
+        self.scheduler_id = scheduler_id or new_scheduler_id()
+        self.stopped_after_s, self.clock = stopped_after_s, clock
+        self.adopted: dict[str, str] = {}  # bulk id -> task instance id, granted by a stopped scheduler
         self._checked = 0.0
+        self._beat = 0.0
 
-    def rebuild(self) -> None:
-        """Re-take the slots of grants a previous scheduler made for task instances that still run."""
-        for record in self.store.live_grants():
-            if record.bulk_id.startswith(COPY_PREFIX):  # its thread died with the previous scheduler
-                self.store.record_released(record.bulk_id)
-                self.copies.abandon(record.bulk_id, "the scheduler restarted while this copy ran")
+    def start(self, airflow_job_id: int | None = None) -> None:
+        """Join the pool and take over the rows of schedulers that stopped."""
+        self.store.register_scheduler(self.scheduler_id, hostname=socket.gethostname(), pid=os.getpid(),
+                                      airflow_job_id=airflow_job_id)
+        self._beat = time.monotonic()
+        self.take_over_stopped()
+
+    def end(self) -> None:
+        """Leave the pool cleanly: waiting rows are released; live grants wait for a successor."""
+        released = self.store.end_scheduler(self.scheduler_id, "the scheduler stopped while this waited; "
+                                                                "Airflow queues the task instance again")
+        if released:
+            self.log.info("RegionExecutor: released %d waiting row(s) on leaving the pool", len(released))
+
+    def tick(self, release: Callable[[str], None]) -> None:
+        """Every sync: heartbeat and take over stopped schedulers every few seconds; release adopted
+        grants whose task instances ended."""
+        now = time.monotonic()
+        if now - self._beat >= HEARTBEAT_INTERVAL_S:
+            self._beat = now
+            self.store.scheduler_heartbeat(self.scheduler_id)
+            self.take_over_stopped()
+        self.release_ended(release)
+
+    def take_over_stopped(self) -> list[TakeOver]:
+        """Take over the rows of every stopped scheduler (and of rows without an owner)."""
+        now = self.clock()
+        known = {record.scheduler_id: record for record in self.store.schedulers()}
+        taken = []
+        for owner in self.store.owners() - {self.scheduler_id}:
+            record = known.get(owner) if owner is not None else None
+            if record is not None and not is_stopped(record, now=now, timeout_s=self.stopped_after_s,
+                                                     hostname=socket.gethostname(), alive=_alive):
                 continue
-            bulk = Bulk(record.bulk_id, record.job_id, record.label,
-                        tuple(ResourceProfile.from_dict(p) for p in record.requests) or (UNKNOWN,))
-            try:
-                self.pool.restore(bulk, [SlotRef(host, index) for host, index in record.slots])
-            except SchedulingError as error:
-                self.log.error("RegionExecutor: cannot restore grant %s: %s", record.bulk_id, error)
-                continue
-            self.adopted[record.bulk_id] = record.bulk_id.partition(":")[0]
-        if self.adopted:
-            self.log.info("RegionExecutor: restored %d grant(s) of running task instances", len(self.adopted))
-        for record in self.store.waiting_grants():
-            self.store.record_released(record.bulk_id)  # its task instance is queued again by the scheduler
-            if record.bulk_id.startswith(COPY_PREFIX):
-                self.copies.abandon(record.bulk_id, "the scheduler restarted before this copy got slots")
+            why = f"scheduler {owner or '(unknown)'} stopped; Airflow queues this task instance again"
+            taken.append(self._settle(self.store.take_over(owner, self.scheduler_id, why)))
+        return taken
+
+    def adopt(self, bulk_id: str, ti_id: str) -> None:
+        """Airflow handed over a running task instance of a stopped scheduler: its grant is ours now."""
+        self.store.adopt_grant(bulk_id, self.scheduler_id)
+        self.adopted[bulk_id] = ti_id
 
     def release_ended(self, release: Callable[[str], None]) -> None:
-        """Every few seconds: `release` the restored grants whose task instances have ended."""
+        """Every few seconds: `release` the adopted grants whose task instances have ended."""
         now = time.monotonic()
         if not self.adopted or now - self._checked < ADOPTED_CHECK_INTERVAL_S:
             return
@@ -67,6 +107,22 @@ class GrantRecovery:
             if self.finished(ti_id):
                 del self.adopted[bulk_id]
                 release(bulk_id)
+
+    def _settle(self, take: TakeOver) -> TakeOver:
+        for record in take.adopted:
+            if record.bulk_id.startswith(COPY_PREFIX):  # its thread died with its scheduler
+                self.store.record_released(record.bulk_id, "its scheduler stopped while this copy ran")
+                self.copies.abandon(record.bulk_id, "the scheduler stopped while this copy ran")
+            else:
+                self.adopted[record.bulk_id] = record.bulk_id.partition(":")[0]
+        for record in take.released:
+            if record.bulk_id.startswith(COPY_PREFIX):
+                self.copies.abandon(record.bulk_id, "the scheduler stopped before this copy got slots")
+        if take.adopted or take.released:
+            self.log.info("RegionExecutor: took over scheduler %s: %d grant(s) of running task instances adopted, "
+                          "%d waiting row(s) released", take.stopped or "(unknown)", len(take.adopted),
+                          len(take.released))
+        return take
 
 
 class BlocklistMirror:
@@ -96,4 +152,5 @@ class BlocklistMirror:
                 del self._mirrored[key]
 
 
-__all__ = ["ADOPTED_CHECK_INTERVAL_S", "BlocklistMirror", "GrantRecovery"]
+__all__ = ["ADOPTED_CHECK_INTERVAL_S", "DEFAULT_STOPPED_AFTER_S", "BlocklistMirror", "GrantRecovery",
+           "new_scheduler_id"]

@@ -39,7 +39,7 @@ from ..scheduling.pool import Grant, SlotPool
 from ..scheduling.requirements import describe_counts
 from ..spark.backends import configured_servers
 from ..spark.idle import IdleServerReaper
-from ..store import RegionflowStore
+from ..store import GrantState, RegionflowStore
 from .admission import AdmissionGate, Try
 from .copies import CopyRunner
 from .guard import guarded
@@ -52,7 +52,7 @@ from .guest import (
     task_instance_states,
 )
 from .metrics import PoolMetrics
-from .recovery import BlocklistMirror, GrantRecovery
+from .recovery import DEFAULT_STOPPED_AFTER_S, BlocklistMirror, GrantRecovery
 
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] session_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
@@ -72,10 +72,13 @@ class RegionExecutor(LocalExecutor):
         self._held_checked = 0.0
         self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
                                  release=self._release)  # speculative copies
-        self.recovery = GrantRecovery(self.store, self.pool, self.copies, self.log, task_instance_finished)
+        self.recovery = GrantRecovery(self.store, self.copies, self.log, task_instance_finished,
+                                      stopped_after_s=_stopped_after_s())
+        self.copies.owner = self.recovery.scheduler_id
         self.blocklist = BlocklistMirror(self.store, self.pool, self.log)
         self.gate = AdmissionGate(self.pool, self.store, _AirflowWorkers(self), copies=self.copies,
-                                  recovery=self.recovery, metrics=self.metrics, log=self.log)
+                                  recovery=self.recovery, metrics=self.metrics, log=self.log,
+                                  owner=self.recovery.scheduler_id)
         self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
         self._idle_checked = 0.0
 
@@ -85,12 +88,14 @@ class RegionExecutor(LocalExecutor):
 
     def start(self) -> None:
         super().start()
-        guarded(self.log, "restoring the grants of a previous scheduler", self.recovery.rebuild)
+        guarded(self.log, "joining the shared slot pool", self.recovery.start, _job_id(self.job_id))
+        guarded(self.log, "reading the shared slot pool", self.gate.refresh)
         guarded(self.log, "checking Airflow's limits", self._warn_about_airflow_limits)
         self.log.info("RegionExecutor: %s", self.rf_config.cluster.describe_capacity())
 
     def end(self) -> None:
         guarded(self.log, "leaving waiting task instances queued", self.gate.leave_waiting)
+        guarded(self.log, "leaving the shared slot pool", self.recovery.end)
         guarded(self.log, "ending LocalExecutor's workers", super().end)
 
     def terminate(self) -> None:
@@ -109,17 +114,59 @@ class RegionExecutor(LocalExecutor):
                 self.log.exception("RegionExecutor: cannot queue %r", workload)
 
     def revoke_task(self, *, ti: Any) -> None:
-        """Declined, as LocalExecutor does (Airflow's scheduler then leaves the task queued).
+        """Airflow's scheduler revokes task instances QUEUED for longer than ``[scheduler]
+        task_queued_timeout``, then queues them again (at most twice) or fails them.
 
-        The scheduler revokes task instances QUEUED for longer than ``[scheduler] task_queued_timeout``,
-        re-queues them at most twice and then fails them. Under this executor a QUEUED task instance
-        waits for its slot bulk in FIFO order, and waiting for busy slots is not being stuck: as in
-        Flink, only a request no cluster state can satisfy fails (at once, see `AdmissionGate.admit`), and a long
-        wait gets a not-enough-resources notice (``[regionflow] resource_wait_timeout``). Revoking would
-        throw the task to the back of the queue and fail big regions on a busy cluster.
+        A try that was handed to a worker and is still QUEUED is stuck (its worker never started it): its
+        slots are released and it is forgotten, like LocalExecutor would forget it. A try that waits for
+        its slot bulk is not stuck: as in Flink, only a request no cluster state can satisfy fails (at
+        once, see `AdmissionGate.admit`), and a long wait gets a not-enough-resources notice
+        (``[regionflow] resource_wait_timeout``). Revoking it would throw it to the back of the FIFO queue
+        and fail big regions on a busy cluster, so that is declined (NotImplementedError, which Airflow's
+        scheduler reads as "leave it queued").
         """
-        raise NotImplementedError(
-            "RegionExecutor keeps task instances that wait for slots in FIFO order; it does not revoke them")
+        key = ti.key
+        if key in self.gate.waiting:
+            raise NotImplementedError(f"RegionExecutor keeps {key} waiting for its slots in FIFO order; "
+                                      f"it is not stuck")
+        guarded(self.log, f"revoking {key}", self.gate.revoke, key)
+        self.running.discard(key)
+        self.queued_tasks.pop(key, None)
+
+    def cleanup_stuck_queued_tasks(self, tis: list[Any]) -> list[str]:
+        """Airflow's older name for `revoke_task`, on a list: revokes what can be revoked."""
+        revoked = []
+        for ti in tis:
+            try:
+                self.revoke_task(ti=ti)
+            except NotImplementedError:
+                continue
+            revoked.append(repr(ti))
+        return revoked
+
+    def try_adopt_task_instances(self, tis: Sequence[Any]) -> Sequence[Any]:
+        """Task instances of a scheduler that stopped. A RUNNING one keeps running (its task process
+        reports to Airflow's API server, not to a scheduler): its grant becomes this scheduler's and is
+        released when it ends; nothing restarts. A QUEUED one has its row released and is returned for
+        Airflow to reset and schedule again (its try waited for slots, or its worker went with the
+        scheduler)."""
+        not_adopted = []
+        for ti in tis:
+            adopted = guarded(self.log, f"adopting {ti.key}", self._adopt, ti)
+            if not adopted:
+                not_adopted.append(ti)
+        return not_adopted
+
+    def _adopt(self, ti: Any) -> bool:
+        record = self.store.current_grant(str(ti.id), ti.try_number)
+        if ti.state == TaskInstanceState.RUNNING:
+            if record is not None and record.state is GrantState.GRANTED:
+                self.recovery.adopt(record.bulk_id, str(ti.id))
+                self.gate.refresh()
+            return True
+        if record is not None and record.state in (GrantState.WAITING, GrantState.GRANTED):
+            self._release(record.bulk_id)
+        return False
 
     # ---- workloads ------------------------------------------------------------------------------
 
@@ -165,7 +212,8 @@ class RegionExecutor(LocalExecutor):
                            ("taking copy requests", self.copies.take_requests),
                            ("polling the slot pool", self._poll_pool),
                            ("noticing starving jobs", self._notice_starving_jobs),
-                           ("checking restored grants", lambda: self.recovery.release_ended(self._release)),
+                           ("heartbeat and taking over stopped schedulers", lambda: self.recovery.tick(self._release)),
+                           ("reading the shared slot pool", self.gate.refresh),
                            ("checking waiting task instances", self._check_held),
                            ("stopping idle Spark Connect servers", self._stop_idle_servers),
                            ("reporting the pool's metrics", lambda: self.metrics.gauges(self.pool))):
@@ -224,6 +272,17 @@ class RegionExecutor(LocalExecutor):
             if value < slots:
                 self.log.warning("RegionExecutor: %s = %d is smaller than the cluster's %d slots; Airflow, not the "
                                  "slot pool, will gate tasks (raise it to at least %d)", name, value, slots, slots)
+
+
+def _stopped_after_s() -> float:
+    """After how long without a heartbeat another scheduler counts as stopped: Airflow's own rule."""
+    from airflow.configuration import conf
+
+    return conf.getfloat("scheduler", "scheduler_health_check_threshold", fallback=DEFAULT_STOPPED_AFTER_S)
+
+
+def _job_id(job_id: Any) -> int | None:
+    return job_id if isinstance(job_id, int) else None
 
 
 def _try_of(workload: ExecuteTask) -> Try:

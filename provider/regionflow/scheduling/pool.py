@@ -284,8 +284,9 @@ class SlotPool:
     def running_count(self) -> int:
         return len(self._running)
 
-    def submit(self, bulk: Bulk) -> list[Grant]:
-        """Queue `bulk`; return the grants this made possible (it may be among them).
+    def submit(self, bulk: Bulk, waited_s: float = 0.0) -> list[Grant]:
+        """Queue `bulk`; return the grants this made possible (it may be among them). `waited_s`: how
+        long it has waited already (a pool rebuilt from a store re-submits its waiting bulks).
 
         Raises `UnfulfillableBulk` when no state of the cluster can ever satisfy the bulk.
         """
@@ -293,7 +294,7 @@ class SlotPool:
         self._check_new_bulk_id(bulk)
         demand, positions = self._demand_of(bulk)
         self._check_fulfillable(bulk, demand)
-        waiting = _Waiting(bulk, demand, next(self._sequence), self._clock(), positions)
+        waiting = _Waiting(bulk, demand, next(self._sequence), self._clock() - max(0.0, waited_s), positions)
         self._enqueue(waiting)
         if self._dirty:
             return self._run_pass()
@@ -327,6 +328,25 @@ class SlotPool:
         self._ledger.bulk_restored(bulk.job_id, demand)
         self._dirty = True  # the budget left by the last pass no longer holds
         return grant
+
+    def reset(self) -> None:
+        """Forget every bulk, waiting or granted; hosts and the blocklist stay. The executor then
+        rebuilds the pool from its store (`restore` the live grants, `submit` the waiting bulks in order)."""
+        hosts = self.hosts()
+        self._table = SlotTable()
+        self._ledger = RequirementLedger()
+        self._pending = OrderedDict()
+        self._queues = {}
+        self._running = {}
+        self._running_on_host = []
+        self._demands = {}
+        self._waiting_by_shape = {}
+        self._block_masks = {}
+        self._frontier = _PassState(())
+        self._dirty = False
+        for host in hosts:
+            self._add_host_record(host)
+        self._frontier = _PassState(self._table.class_free)
 
     def release(self, bulk_id: str) -> list[Grant]:
         """Return a granted bulk's slots; return the grants this made possible."""

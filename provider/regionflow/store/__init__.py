@@ -8,13 +8,16 @@ plugin share this store instead. Import-safe everywhere: no Airflow and no PySpa
 """
 from __future__ import annotations
 
+from .coordination import is_stopped
 from .engine import DEFAULT_BUSY_TIMEOUT_S, default_url, mask_url, store_exists
-from .errors import SlotConflictError, StateTransitionError, StoreError, UnknownRecordError
+from .errors import SlotConflictError, StalePoolError, StateTransitionError, StoreError, UnknownRecordError
 from .ledger import RegionflowStore
+from .migrate import migrate
 from .models import SCHEMA_VERSION
 from .records import (
     ATTEMPT_END_STATES,
     COPY_OPEN_STATES,
+    COPY_PREFIX,
     COPY_TRANSITIONS,
     GRANT_TRANSITIONS,
     AttemptRecord,
@@ -26,6 +29,9 @@ from .records import (
     GrantRecord,
     GrantState,
     MetricRecord,
+    PoolSnapshot,
+    SchedulerRecord,
+    TakeOver,
     admission_of,
     bulk_id_for,
     dag_id_of_job,
@@ -33,9 +39,10 @@ from .records import (
 )
 
 __all__ = [
-    "ATTEMPT_END_STATES", "COPY_OPEN_STATES", "COPY_TRANSITIONS", "CopyRequestRecord", "CopyState",
+    "ATTEMPT_END_STATES", "COPY_OPEN_STATES", "COPY_PREFIX", "COPY_TRANSITIONS", "CopyRequestRecord", "CopyState",
     "DEFAULT_BUSY_TIMEOUT_S", "GRANT_TRANSITIONS", "SCHEMA_VERSION", "AttemptRecord",
-    "AttemptState", "BlockRecord", "CommitRecord", "GrantRecord", "GrantState", "MetricRecord",
-    "RegionflowStore", "SlotConflictError", "StateTransitionError", "StoreError", "UnknownRecordError",
-    "admission_of", "bulk_id_for", "dag_id_of_job", "default_url", "job_id_for", "mask_url", "store_exists",
+    "AttemptState", "BlockRecord", "CommitRecord", "GrantRecord", "GrantState", "MetricRecord", "PoolSnapshot",
+    "RegionflowStore", "SchedulerRecord", "SlotConflictError", "StalePoolError", "StateTransitionError",
+    "StoreError", "TakeOver", "UnknownRecordError", "admission_of", "bulk_id_for", "dag_id_of_job", "default_url",
+    "is_stopped", "job_id_for", "mask_url", "migrate", "store_exists",
 ]

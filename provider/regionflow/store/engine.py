@@ -32,6 +32,7 @@ from .errors import StoreError
 DEFAULT_FILENAME = "regionflow.db"
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 WRITE_OPTION = "regionflow_write"
+STORE_URL_VARIABLE = "AIRFLOW__REGIONFLOW__STORE_URL"  # [regionflow] store_url, as the CLI reads it
 _WAL_RETRY_S = 0.01
 LOCKED_RETRIES = 6  # tries of one store call that SQLite answers "database is locked" (or busy)
 LOCKED_FIRST_BACKOFF_S = 0.05  # doubled after each try, with jitter: at most ~3 s of sleeping in all
@@ -200,5 +201,6 @@ def _drop_pool_in_forked_children(engine: Engine) -> None:
         os.register_at_fork(after_in_child=reset)
 
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "LOCKED_RETRIES", "WRITE_OPTION", "build_engine", "default_url", "is_locked_error",
+__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "LOCKED_RETRIES", "STORE_URL_VARIABLE",
+           "WRITE_OPTION", "build_engine", "default_url", "is_locked_error",
            "mask_url", "parse_url", "retry_when_locked"]

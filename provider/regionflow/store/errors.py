@@ -27,4 +27,8 @@ class SlotConflictError(StoreError):
     """A grant names a slot that another live grant already holds (a slot granted twice)."""
 
 
-__all__ = ["SlotConflictError", "StateTransitionError", "StoreError", "UnknownRecordError"]
+class StalePoolError(StoreError):
+    """A grant decision was made on a pool version that another write has since replaced."""
+
+
+__all__ = ["StalePoolError", "SlotConflictError", "StateTransitionError", "StoreError", "UnknownRecordError"]

@@ -5,7 +5,8 @@ legal, that no slot is held by two live grants, that the first commit of a unit 
 blocklist entry only ever extends. Every public method is one short transaction in its own
 session and returns frozen records (`records.py`). Write transactions lock before they read
 (BEGIN IMMEDIATE on SQLite, SELECT ... FOR UPDATE elsewhere), so a check and the write it guards
-are atomic across processes. Only SQLite is tested; any SQLAlchemy URL should work.
+are atomic across processes. Tested on SQLite and PostgreSQL. The shared pool's decisions and the
+schedulers' membership are in `coordination.py` (mixed in).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from sqlalchemy import Select, delete, func, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session, aliased
 
+from .coordination import PoolCoordination
 from .engine import (
     DEFAULT_BUSY_TIMEOUT_S,
     WRITE_OPTION,
@@ -28,13 +30,24 @@ from .engine import (
     parse_url,
     retry_when_locked,
 )
-from .errors import SlotConflictError, StateTransitionError, StoreError, UnknownRecordError
-from .models import SCHEMA_VERSION, Attempt, Base, BlockEntry, Commit, CopyRequest, Grant, Metric, SchemaVersion
+from .errors import StateTransitionError, StoreError, UnknownRecordError
+from .grant_rows import (
+    bump_pool_version,
+    check_grant_transition,
+    grant_record,
+    grant_row,
+    joined,
+    live_grants_query,
+    live_holders,
+    normalized_slots,
+    release_row,
+)
+from .migrate import check_schema_version
+from .models import Attempt, Base, BlockEntry, Commit, CopyRequest, Grant, Metric, SchemaVersion
 from .records import (
     ATTEMPT_END_STATES,
     COPY_OPEN_STATES,
     COPY_TRANSITIONS,
-    GRANT_TRANSITIONS,
     AttemptRecord,
     AttemptState,
     BlockRecord,
@@ -44,7 +57,6 @@ from .records import (
     GrantRecord,
     GrantState,
     MetricRecord,
-    Slot,
     admission_of,
     bulk_id_for,
     job_id_for,
@@ -57,7 +69,7 @@ Clock = Callable[[], float]
 T = TypeVar("T")
 
 
-class RegionflowStore:
+class RegionflowStore(PoolCoordination):
     """regionflow's store at one SQLAlchemy URL; cheap to create, safe to share between threads."""
 
     def __init__(self, url: str, *, clock: Clock = time.time,
@@ -67,6 +79,10 @@ class RegionflowStore:
         self._clock = clock
         self._engine = build_engine(self._url, busy_timeout_s)
         self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
+        # Reads that must see one snapshot across statements (a pool rebuild): SQLite's transactions
+        # already do; server databases read committed per statement unless asked for repeatable read.
+        self._snapshot_engine = (self._engine if self._engine.dialect.name == "sqlite"
+                                 else self._engine.execution_options(isolation_level="REPEATABLE READ"))
         self._schema_ready = False
         self._schema_lock = threading.Lock()
 
@@ -108,7 +124,7 @@ class RegionflowStore:
                 return
             with Session(self._write_engine) as session, session.begin():
                 Base.metadata.create_all(session.connection())
-                _check_schema_version(session, self.url, self._clock())
+                check_schema_version(session, self.url, self._clock())
         except OperationalError as error:
             raise StoreError(
                 f"cannot open regionflow's store at {self.url!r}: {error.orig}; check that the "
@@ -120,7 +136,7 @@ class RegionflowStore:
             tables = set(inspect(session.connection()).get_table_names())
             if not tables.issuperset(Base.metadata.tables):
                 return False
-            _check_schema_version(session, self.url, self._clock(), create=False)
+            check_schema_version(session, self.url, self._clock(), create=False)
             return True
 
     # ----------------------------------------------------------------------------- grants
@@ -128,39 +144,38 @@ class RegionflowStore:
     @retry_when_locked
     def record_waiting(self, bulk_id: str, *, dag_id: str, run_id: str, task_id: str, try_number: int,
                        label: str, requests: Sequence[Mapping[str, Any]], map_index: int = -1,
-                       job_id: str | None = None) -> GrantRecord:
-        """A bulk entered the pool's queue. Re-recording a waiting bulk is a no-op (re-queue)."""
+                       job_id: str | None = None, owner: str | None = None) -> GrantRecord:
+        """A bulk entered the pool's queue. Re-recording a waiting bulk is a no-op (re-queue).
+        `owner`: the scheduler that holds the bulk's work (`register_scheduler`)."""
         row = Grant(
             bulk_id=bulk_id, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=int(map_index),
             try_number=int(try_number), job_id=job_id or job_id_for(dag_id, run_id), label=label,
             requests=[_plain_request(request) for request in requests], state=GrantState.WAITING.value,
             host=None, slots=[], message=None, submitted_at=self._clock(), granted_at=None, released_at=None,
+            owner=owner,
         )
 
         def insert() -> GrantRecord:
             with self._write() as session:
+                version = bump_pool_version(session)
                 existing = _locked_grant(session, bulk_id)
                 if existing is None:
                     session.add(row)
-                    return _grant_record(row)
+                    return grant_record(row, version)
                 _check_requeue(existing)
-                return _grant_record(existing)
+                return grant_record(existing, version)
 
         return _once_more_on(insert, IntegrityError)
 
     @retry_when_locked
     def record_granted(self, bulk_id: str, slots: Iterable[Sequence[Any]]) -> GrantRecord:
         """All slots of the bulk were given at once; `slots` are (host, index) pairs, first host first."""
-        pairs = _normalized_slots(bulk_id, slots)
+        pairs = normalized_slots(bulk_id, slots)
         with self._write() as session:
+            version = bump_pool_version(session)
             row = _existing_grant(session, bulk_id)
-            _check_grant_transition(row, GrantState.GRANTED)
-            _check_slots_free(session, row, pairs)
-            row.state = GrantState.GRANTED.value
-            row.slots = [list(pair) for pair in pairs]
-            row.host = pairs[0][0]
-            row.granted_at = self._clock()
-            return _grant_record(row)
+            grant_row(row, pairs, live_holders(session), self._clock())
+            return grant_record(row, version)
 
     @retry_when_locked
     def record_released(self, bulk_id: str, message: str | None = None) -> GrantRecord:
@@ -170,19 +185,15 @@ class RegionflowStore:
         Releasing a lost grant only stamps `released_at`: it stays "lost", so the UI still shows why.
         """
         with self._write() as session:
+            version = bump_pool_version(session)
             row = _existing_grant(session, bulk_id)
-            _check_grant_transition(row, GrantState.RELEASED)
-            if row.state != GrantState.LOST:
-                row.state = GrantState.RELEASED.value
-                if message:
-                    row.message = _joined(row.message, message)
-            row.released_at = self._clock()
-            return _grant_record(row)
+            release_row(row, message, self._clock())
+            return grant_record(row, version)
 
     @retry_when_locked
     def admit(self, ti_id: Any, try_number: int, *, dag_id: str, run_id: str, task_id: str, label: str,
               requests: Sequence[Mapping[str, Any]], map_index: int = -1,
-              job_id: str | None = None) -> GrantRecord:
+              job_id: str | None = None, owner: str | None = None) -> GrantRecord:
         """Admit one task instance try to the pool's queue; returns the admission's grant row.
 
         A try can be queued by Airflow several times (resume after a deferral, each reschedule poke, a
@@ -190,14 +201,16 @@ class RegionflowStore:
         that row is returned and nothing is written (the caller decides to keep its place or reuse its
         live grant); otherwise (none yet, or released, rejected, lost) a new admission is recorded as
         ``bulk_id_for(ti_id, try_number, n)``, so every admission keeps its own history row.
+        `owner` is the admitting scheduler (`register_scheduler`).
         """
 
         def insert() -> GrantRecord:
             with self._write() as session:
+                version = bump_pool_version(session)
                 newest = _admissions_query(ti_id, try_number).order_by(Grant.id.desc()).limit(1)
                 existing = session.scalar(newest.with_for_update())
                 if existing is not None and existing.state in (GrantState.WAITING, GrantState.GRANTED):
-                    return _grant_record(existing)
+                    return grant_record(existing, version)
                 admission = 1 if existing is None else admission_of(existing.bulk_id) + 1
                 row = Grant(
                     bulk_id=bulk_id_for(ti_id, try_number, admission), dag_id=dag_id, run_id=run_id,
@@ -205,10 +218,10 @@ class RegionflowStore:
                     job_id=job_id or job_id_for(dag_id, run_id), label=label,
                     requests=[_plain_request(request) for request in requests], state=GrantState.WAITING.value,
                     host=None, slots=[], message=None, submitted_at=self._clock(), granted_at=None,
-                    released_at=None,
+                    released_at=None, owner=owner,
                 )
                 session.add(row)
-                return _grant_record(row)
+                return grant_record(row, version)
 
         return _once_more_on(insert, IntegrityError)
 
@@ -222,68 +235,70 @@ class RegionflowStore:
                 raise StateTransitionError(
                     f"grant '{bulk_id}' (region '{row.label}') is {row.state}, not granted; only a live grant "
                     f"can serve another run of its try")
-            row.message = _joined(row.message, note)
-            return _grant_record(row)
+            row.message = joined(row.message, note)
+            return grant_record(row)
 
     @retry_when_locked
     def admissions(self, ti_id: Any, try_number: int) -> list[GrantRecord]:
         """Every admission of one task instance try, first first (the try's history in the pool)."""
         with self._read() as session:
             rows = session.scalars(_admissions_query(ti_id, try_number).order_by(Grant.id))
-            return [_grant_record(row) for row in rows]
+            return [grant_record(row) for row in rows]
 
     @retry_when_locked
     def current_grant(self, ti_id: Any, try_number: int) -> GrantRecord | None:
         """The newest admission of a task instance try (what its running task process was granted)."""
         with self._read() as session:
             row = session.scalar(_admissions_query(ti_id, try_number).order_by(Grant.id.desc()).limit(1))
-            return None if row is None else _grant_record(row)
+            return None if row is None else grant_record(row)
 
     @retry_when_locked
     def record_rejected(self, bulk_id: str, message: str) -> GrantRecord:
         """No cluster state can ever satisfy the bulk; `message` says why."""
         with self._write() as session:
+            version = bump_pool_version(session)
             row = _existing_grant(session, bulk_id)
-            _check_grant_transition(row, GrantState.REJECTED)
+            check_grant_transition(row, GrantState.REJECTED)
             row.state = GrantState.REJECTED.value
             row.message = message
-            return _grant_record(row)
+            return grant_record(row, version)
 
     @retry_when_locked
     def mark_lost(self, host: str) -> list[GrantRecord]:
         """Every live grant holding a slot on `host` becomes lost; returns them."""
         with self._write() as session:
-            live = session.scalars(_live_grants_query().with_for_update()).all()
+            version = bump_pool_version(session)
+            live = session.scalars(live_grants_query().with_for_update()).all()
             lost = [row for row in live if any(slot_host == host for slot_host, _ in row.slots)]
             for row in lost:
                 row.state = GrantState.LOST.value
                 row.message = f"host '{host}' was lost while this grant held slots on it"
-            return [_grant_record(row) for row in lost]
+            return [grant_record(row, version) for row in lost]
 
     @retry_when_locked
     def grant_for(self, bulk_id: str) -> GrantRecord | None:
         with self._read() as session:
             row = session.scalar(select(Grant).where(Grant.bulk_id == bulk_id))
-            return None if row is None else _grant_record(row)
+            return None if row is None else grant_record(row)
 
     @retry_when_locked
     def live_grants(self) -> list[GrantRecord]:
         """Granted bulks, oldest grant first: what a restarted executor must take back."""
         with self._read() as session:
-            return [_grant_record(row) for row in session.scalars(_live_grants_query())]
+            return [grant_record(row) for row in session.scalars(live_grants_query())]
 
     @retry_when_locked
     def waiting_grants(self) -> list[GrantRecord]:
         """Waiting bulks in FIFO order (order of first record_waiting)."""
         query = select(Grant).where(Grant.state == GrantState.WAITING.value).order_by(Grant.id)
         with self._read() as session:
-            return [_grant_record(row) for row in session.scalars(query)]
+            return [grant_record(row) for row in session.scalars(query)]
 
     @retry_when_locked
     def grants(self, dag_id: str | None = None, run_id: str | None = None) -> list[GrantRecord]:
         query = _filtered(select(Grant), Grant, dag_id=dag_id, run_id=run_id).order_by(Grant.id)
         with self._read() as session:
-            return [_grant_record(row) for row in session.scalars(query)]
+            return [grant_record(row) for row in session.scalars(query)]
 
     # ----------------------------------------------------------------------------- attempts
 
@@ -573,6 +588,11 @@ class RegionflowStore:
             yield session
 
     @contextmanager
+    def _snapshot(self) -> Iterator[Session]:
+        with self._session(self._snapshot_engine) as session:
+            yield session
+
+    @contextmanager
     def _read(self) -> Iterator[Session]:
         with self._session(self._engine) as session:
             yield session
@@ -597,61 +617,12 @@ def _advice(error: OperationalError) -> str:
     return "check that the database is reachable and writable"
 
 
-def _check_schema_version(session: Session, url: str, now: float, create: bool = True) -> None:
-    found = session.get(SchemaVersion, 1)
-    if found is None:
-        if not create:
-            raise StoreError(
-                f"regionflow's store at {url!r} has its tables but no schema_version row; it was not "
-                f"created by regionflow: point regionflow at a new store URL"
-            )
-        session.add(SchemaVersion(id=1, version=SCHEMA_VERSION, created_at=now))
-    elif found.version != SCHEMA_VERSION:
-        raise StoreError(
-            f"regionflow's store at {url!r} has schema version {found.version}, but this regionflow "
-            f"uses version {SCHEMA_VERSION}; install the matching regionflow or point it at a new store URL"
-        )
-
-
-def _check_grant_transition(row: Grant, target: GrantState) -> None:
-    current = GrantState(row.state)
-    allowed = GRANT_TRANSITIONS[current]
-    if target not in allowed:
-        next_states = ", ".join(sorted(allowed)) or "none (final state)"
-        raise StateTransitionError(
-            f"grant '{row.bulk_id}' (region '{row.label}') cannot go from {current.value} to "
-            f"{target.value}; from {current.value} it may go to: {next_states}"
-        )
-
-
 def _check_requeue(row: Grant) -> None:
     if row.state != GrantState.WAITING:
         raise StateTransitionError(
             f"grant '{row.bulk_id}' (region '{row.label}') cannot go from {row.state} to waiting; "
             f"a new try of the task instance needs a new bulk id (<ti uuid>:<try number>)"
         )
-
-
-def _check_slots_free(session: Session, row: Grant, slots: list[Slot]) -> None:
-    holders = {(host, int(index)): other for other in session.scalars(_live_grants_query())
-               for host, index in other.slots}
-    taken = [(slot, holders[slot]) for slot in slots if slot in holders]
-    if taken:
-        described = "; ".join(f"{host}[{index}] by '{other.bulk_id}' (region '{other.label}')"
-                              for (host, index), other in taken)
-        raise SlotConflictError(
-            f"grant '{row.bulk_id}' (region '{row.label}') names slots that live grants hold: {described}; "
-            f"release those grants first (two executors on one store would also cause this)"
-        )
-
-
-def _normalized_slots(bulk_id: str, slots: Iterable[Sequence[Any]]) -> list[Slot]:
-    pairs = [(str(host), int(index)) for host, index in slots]
-    if not pairs:
-        raise StoreError(f"grant '{bulk_id}' has no slots; a grant gives a region at least one slot")
-    if len(set(pairs)) != len(pairs):
-        raise StoreError(f"grant '{bulk_id}' names a slot twice: {pairs}; each request needs its own slot")
-    return pairs
 
 
 def _attempt_end_state(attempt_id: str, state: str) -> AttemptState:
@@ -678,16 +649,6 @@ def _open_copies_query(dag_id: str, run_id: str, task_id: str, map_index: int) -
 def _admissions_query(ti_id: Any, try_number: int) -> Select[tuple[Grant]]:
     first = bulk_id_for(ti_id, try_number)
     return select(Grant).where((Grant.bulk_id == first) | Grant.bulk_id.startswith(f"{first}/", autoescape=True))
-
-
-def _joined(previous: str | None, note: str) -> str:
-    """A grant's message grows by notes, newest last, bounded so a busy sensor cannot bloat it."""
-    text = note if not previous else f"{previous}; {note}"
-    return text if len(text) <= 2000 else "..." + text[-1997:]
-
-
-def _live_grants_query() -> Select[tuple[Grant]]:
-    return select(Grant).where(Grant.state == GrantState.GRANTED.value).order_by(Grant.granted_at, Grant.id)
 
 
 def _filtered(query: Select[Any], model: type[Base], **equal: Any) -> Select[Any]:
@@ -730,16 +691,6 @@ def _plain_request(request: Any) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------- records
-
-
-def _grant_record(row: Grant) -> GrantRecord:
-    return GrantRecord(
-        bulk_id=row.bulk_id, dag_id=row.dag_id, run_id=row.run_id, task_id=row.task_id,
-        map_index=row.map_index, try_number=row.try_number, job_id=row.job_id, label=row.label,
-        requests=tuple(dict(request) for request in row.requests), state=GrantState(row.state),
-        host=row.host, slots=tuple((host, int(index)) for host, index in row.slots), message=row.message,
-        submitted_at=row.submitted_at, granted_at=row.granted_at, released_at=row.released_at,
-    )
 
 
 def _attempt_record(row: Attempt) -> AttemptRecord:

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Boolean, Double, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 2  # 2: copy_requests (speculative copies)
+SCHEMA_VERSION = 3  # 2: copy_requests (speculative copies); 3: grant owners, pool_state, schedulers
+MIGRATABLE_FROM = (2,)  # versions `regionflow migrate-store` upgrades in place
 
 ID = 250  # Airflow's own limit for dag, task and run ids
 
@@ -57,6 +58,33 @@ class Grant(Base):
     submitted_at: Mapped[float] = mapped_column(Double)
     granted_at: Mapped[float | None] = mapped_column(Double)
     released_at: Mapped[float | None] = mapped_column(Double)
+    owner: Mapped[str | None] = mapped_column(String(ID))  # the scheduler that holds its workload
+
+
+class PoolState(Base):
+    """Exactly one row (id 1): the pool's version, raised by every write to the grants table.
+
+    A scheduler's in-memory pool is a cache of the grant rows at one version; a grant decision is
+    recorded only if the version is still the one it was decided at (see `coordination.py`)."""
+
+    __tablename__ = "pool_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger)
+
+
+class SchedulerRow(Base):
+    """One RegionExecutor (one Airflow scheduler process) sharing the pool, with its heartbeat."""
+
+    __tablename__ = "schedulers"
+
+    scheduler_id: Mapped[str] = mapped_column(String(ID), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(ID))
+    pid: Mapped[int] = mapped_column(Integer)
+    airflow_job_id: Mapped[int | None] = mapped_column(Integer)
+    started_at: Mapped[float] = mapped_column(Double)
+    heartbeat_at: Mapped[float] = mapped_column(Double)
+    ended_at: Mapped[float | None] = mapped_column(Double)
 
 
 class Attempt(Base):
@@ -163,5 +191,5 @@ class CopyRequest(Base):
     ended_at: Mapped[float | None] = mapped_column(Double)
 
 
-__all__ = ["SCHEMA_VERSION", "Attempt", "Base", "BlockEntry", "Commit", "CopyRequest", "Grant", "Metric",
-           "SchemaVersion"]
+__all__ = ["MIGRATABLE_FROM", "SCHEMA_VERSION", "Attempt", "Base", "BlockEntry", "Commit", "CopyRequest", "Grant",
+           "Metric", "PoolState", "SchedulerRow", "SchemaVersion"]

@@ -6,7 +6,7 @@ objects, so nothing outside the store depends on a live session. All times are e
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -69,6 +69,9 @@ def dag_id_of_job(job_id: str) -> str:
     return job_id.partition("/")[0]
 
 
+COPY_PREFIX = "copy:"  # bulk ids of speculative copies: copy:<request id>
+
+
 def bulk_id_for(ti_id: Any, try_number: int, admission: int = 1) -> str:
     """The bulk of one admission of one task instance try.
 
@@ -104,6 +107,9 @@ class GrantRecord:
     submitted_at: float
     granted_at: float | None
     released_at: float | None
+    owner: str | None = None  # the scheduler (`SchedulerRecord.scheduler_id`) that holds its workload
+    # the pool version the write that returned this record made (None for reads); not part of equality
+    pool_version: int | None = field(default=None, compare=False)
 
     @property
     def hosts(self) -> tuple[str, ...]:
@@ -186,7 +192,7 @@ class CopyRequestRecord:
     @property
     def bulk_id(self) -> str:
         """The copy's slot bulk in the executor's pool (and in the grants table)."""
-        return f"copy:{self.request_id}"
+        return f"{COPY_PREFIX}{self.request_id}"
 
     @property
     def is_open(self) -> bool:
@@ -204,7 +210,40 @@ class MetricRecord:
     labels: dict[str, Any] | None
 
 
+@dataclass(frozen=True)
+class SchedulerRecord:
+    """One RegionExecutor sharing the pool: who it is and when it last said it is alive."""
+
+    scheduler_id: str
+    hostname: str
+    pid: int
+    airflow_job_id: int | None
+    started_at: float
+    heartbeat_at: float
+    ended_at: float | None
+
+
+@dataclass(frozen=True)
+class PoolSnapshot:
+    """The grant rows that make up the pool at one version: live grants, and waiting bulks oldest first."""
+
+    version: int
+    live: tuple[GrantRecord, ...]
+    waiting: tuple[GrantRecord, ...]
+
+
+@dataclass(frozen=True)
+class TakeOver:
+    """What a scheduler took over from a stopped one: its waiting rows were released (Airflow queues
+    their task instances again), its live grants are now the heir's (`adopted`)."""
+
+    stopped: str | None
+    released: tuple[GrantRecord, ...]
+    adopted: tuple[GrantRecord, ...]
+
+
 __all__ = [
+    "COPY_PREFIX", "PoolSnapshot", "SchedulerRecord", "TakeOver",
     "ATTEMPT_END_STATES", "COPY_OPEN_STATES", "COPY_TRANSITIONS", "GRANT_TRANSITIONS", "AttemptRecord",
     "AttemptState", "BlockRecord", "CommitRecord", "CopyRequestRecord", "CopyState", "GrantRecord", "GrantState",
     "MetricRecord", "Slot", "admission_of", "bulk_id_for", "dag_id_of_job", "job_id_for",

@@ -1,0 +1,38 @@
+"""``regionflow migrate-store``: upgrade regionflow's store to this version's schema, in place.
+
+Like ``airflow db migrate`` for Airflow's own tables: run it once after upgrading regionflow, with the
+Airflow schedulers stopped; rows are kept. A store that is already current is left as it is.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .store.engine import STORE_URL_VARIABLE
+
+
+def add_migrate_store(commands: Any) -> None:
+    """Register ``migrate-store`` on the CLI's subcommands."""
+    migrate = commands.add_parser("migrate-store", help="upgrade regionflow's store to this version's schema "
+                                                        "(stop the Airflow schedulers first)")
+    migrate.add_argument("--store-url", default=None,
+                         help=f"regionflow's store (default: ${STORE_URL_VARIABLE}, else "
+                              "sqlite:///$AIRFLOW_HOME/regionflow.db)")
+    migrate.set_defaults(handler=run_migrate_store)
+
+
+def run_migrate_store(args: argparse.Namespace) -> int:
+    """Migrate the store named by ``--store-url``, the environment, or the default; print what was done."""
+    from .store import default_url, mask_url, migrate
+
+    url = args.store_url or os.environ.get(STORE_URL_VARIABLE) or default_url()
+    before, after = migrate(url)
+    if before == after:
+        print(f"regionflow's store at {mask_url(url)} is already at schema version {after}")
+    else:
+        print(f"migrated regionflow's store at {mask_url(url)} from schema version {before} to {after}")
+    return 0
+
+
+__all__ = ["add_migrate_store", "run_migrate_store"]

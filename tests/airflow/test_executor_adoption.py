@@ -1,0 +1,83 @@
+"""RegionExecutor in-process: a scheduler that stops and the one that takes over (Airflow's
+``adopt_or_reset_orphaned_tasks`` and ``try_adopt_task_instances``), and Airflow revoking a try that
+stayed queued. No stack: LocalExecutor's workers are a list we read, as in test_executor.py."""
+import time
+from types import SimpleNamespace
+
+from airflow.utils.state import TaskInstanceState
+from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
+
+from regionflow.store import GrantState, RegionflowStore
+
+RUNNING, QUEUED = TaskInstanceState.RUNNING, TaskInstanceState.QUEUED
+
+
+def ti_of(w, state):
+    """What Airflow hands try_adopt_task_instances: the task instance row of the stopped scheduler."""
+    return SimpleNamespace(id=w.ti.id, try_number=w.ti.try_number, state=state, key=w.key)
+
+
+def rows(settings):  # noqa: F811
+    return {g.task_id: g for g in RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db").grants()}
+
+
+def test_a_running_try_of_a_stopped_scheduler_is_adopted_and_a_queued_one_is_reset(settings, monkeypatch):  # noqa: F811
+    first = executor(monkeypatch)
+    first.recovery.start()
+    running, waiting = workload(slots=3, task_id="running"), workload(slots=2, task_id="waiting")
+    queue(first, running, waiting)
+    assert [w.ti.task_id for w in first.activity_queue] == ["running"]
+    # The first scheduler is killed. Airflow's scheduler_health_check_threshold has not passed yet when
+    # the second one starts, so the first one's rows are still its own...
+    second = executor(monkeypatch)
+    second.recovery.start()
+    second.gate.refresh()
+    assert second.pool.free_slots() == 1 and rows(settings)["running"].owner == first.recovery.scheduler_id
+    # ...until Airflow hands the orphaned task instances over: the running one is adopted (nothing
+    # restarts), the queued one is returned for Airflow to reset, its place in the queue released.
+    to_reset = second.try_adopt_task_instances([ti_of(running, RUNNING), ti_of(waiting, QUEUED)])
+    assert [ti.key for ti in to_reset] == [waiting.key]
+    assert rows(settings)["running"].owner == second.recovery.scheduler_id
+    assert rows(settings)["waiting"].state is GrantState.RELEASED
+    assert second.recovery.adopted == {rows(settings)["running"].bulk_id: str(running.ti.id)}
+    # The adopted try ends (Airflow's metadata says so): its slots go back.
+    second.recovery.finished = lambda ti_id: True
+    second.recovery.release_ended(second._release)
+    assert second.pool.free_slots() == 4 and rows(settings)["running"].state is GrantState.RELEASED
+
+
+def test_the_rows_of_a_scheduler_past_the_health_check_threshold_are_taken_over(settings, monkeypatch):  # noqa: F811
+    first = executor(monkeypatch)
+    first.recovery.start()
+    running, waiting = workload(slots=3, task_id="running"), workload(slots=2, task_id="waiting")
+    queue(first, running, waiting)
+    second = executor(monkeypatch)
+    second.recovery.clock = lambda: time.time() + 31  # no heartbeat for longer than 30 s
+    second.recovery.start()
+    assert rows(settings)["waiting"].state is GrantState.RELEASED  # Airflow queues that task instance again
+    assert rows(settings)["running"].owner == second.recovery.scheduler_id
+    newcomer = workload(slots=1, task_id="newcomer")
+    queue(second, newcomer)
+    assert [w.ti.task_id for w in second.activity_queue] == ["newcomer"]  # the 4th slot; 3 stay adopted
+
+
+def test_a_clean_stop_releases_the_waiting_rows_at_once(settings, monkeypatch):  # noqa: F811
+    first = executor(monkeypatch)
+    first.recovery.start()
+    queue(first, workload(slots=4, task_id="running"), workload(slots=2, task_id="waiting"))
+    first.end = lambda: None  # LocalExecutor's own end needs real workers
+    first.gate.leave_waiting()
+    first.recovery.end()
+    assert rows(settings)["waiting"].state is GrantState.RELEASED
+    assert rows(settings)["running"].state is GrantState.GRANTED  # until a successor sees its task end
+
+
+def test_a_try_airflow_revokes_after_it_got_its_slots_gives_them_back(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    stuck, behind = workload(slots=4, task_id="stuck"), workload(slots=4, task_id="behind")
+    queue(ex, stuck, behind)
+    ex.revoke_task(ti=stuck.ti)  # its worker never started it; Airflow queues it again or fails it
+    assert [w.ti.task_id for w in ex.activity_queue] == ["stuck", "behind"]
+    assert rows(settings)["stuck"].state is GrantState.RELEASED and stuck.key not in ex.running
+    assert ex.cleanup_stuck_queued_tasks([behind.ti]) == [repr(behind.ti)]
+    assert ex.pool.free_slots() == 4

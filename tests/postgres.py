@@ -1,0 +1,78 @@
+"""A throwaway PostgreSQL server for the tests: Debian's ``postgresql`` binaries, ``initdb`` into a
+temporary directory, ``pg_ctl`` on 127.0.0.1 and a free port, trust authentication for one user, a
+Unix socket in that directory. Run as root (as on CI machines), the server runs as Debian's
+``postgres`` user, since PostgreSQL refuses to run as root."""
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+
+USER = "regionflow"
+
+
+def find_bin(name: str) -> str | None:
+    """A PostgreSQL program from PATH, else from Debian's /usr/lib/postgresql/<version>/bin."""
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+class PostgresServer:
+    """One PostgreSQL cluster in `directory`; `url(db)` for SQLAlchemy, `new_database()` per test."""
+
+    def __init__(self, directory: str) -> None:
+        initdb, self.pg_ctl = find_bin("initdb"), find_bin("pg_ctl")
+        if not initdb or not self.pg_ctl:
+            raise RuntimeError("PostgreSQL's initdb/pg_ctl are missing: install Debian's postgresql "
+                               "(apt-get install postgresql; .ci/run does)")
+        self.directory = directory
+        self.data = os.path.join(directory, "data")
+        self.port = _free_port()
+        self._names = itertools.count(1)
+        self._as_user: list[str] = []
+        if os.geteuid() == 0:
+            account = pwd.getpwnam("postgres")
+            os.chown(directory, account.pw_uid, account.pw_gid)
+            self._as_user = ["runuser", "-u", "postgres", "--"]
+        self._run([initdb, "-D", self.data, "-A", "trust", "-U", USER, "--no-sync", "-E", "UTF8"])
+        self._run([self.pg_ctl, "-D", self.data, "-w", "-t", "60", "-l", os.path.join(directory, "server.log"),
+                   "-o", f"-h 127.0.0.1 -p {self.port} -k {directory} -c fsync=off -c max_connections=200",
+                   "start"])
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg2://{USER}@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self, prefix: str = "rf") -> str:
+        """A new empty database; returns its SQLAlchemy URL."""
+        from sqlalchemy import create_engine, text
+
+        name = f"{prefix}_{next(self._names)}"
+        engine = create_engine(self.url(), isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as connection:
+                connection.execute(text(f'CREATE DATABASE "{name}"'))
+        finally:
+            engine.dispose()
+        return self.url(name)
+
+    def stop(self) -> None:
+        self._run([self.pg_ctl, "-D", self.data, "-w", "-m", "immediate", "stop"], check=False)
+
+    def _run(self, command: list[str], check: bool = True) -> None:
+        result = subprocess.run(self._as_user + command, capture_output=True, text=True, cwd=self.directory,
+                                timeout=120)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[:2])} failed ({result.returncode}): {result.stderr[-2000:]}")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
