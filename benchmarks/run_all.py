@@ -12,6 +12,7 @@ COMMANDS = [
     [sys.executable, "-c", "from regionflow.spark.descriptors import bench_descriptors as b; import json; "
                            "print(json.dumps(b(), indent=2))"],
     [sys.executable, "benchmarks/sizing.py"],
+    [sys.executable, "benchmarks/shared_pool.py"],
     [sys.executable, "benchmarks/spark_modes.py"],
     [sys.executable, "benchmarks/airflow_executor.py"],
     [sys.executable, "benchmarks/conformance.py"],

@@ -71,3 +71,19 @@ def test_the_plugin_opens_the_store_once_it_exists_not_before(tmp_path, monkeypa
     assert app._store() is None and not (tmp_path / "later.db").exists()  # a page creates no store
     RegionflowStore(url).create_all()  # the executor's first grant creates it
     assert app._store() is not None and app._store() is app._store()
+
+
+def test_the_schedulers_sharing_the_pool_are_shown_with_their_heartbeat(tmp_path):
+    from regionflow.status_cli import cluster_text
+
+    store = store_at(tmp_path)
+    store.register_scheduler("host1:10:aa", hostname="host1", pid=10)  # heartbeat at tick ~1000
+    store.register_scheduler("host2:20:bb", hostname="host2", pid=20)  # 1002
+    store.register_scheduler("gone:30:cc", hostname="gone", pid=30)
+    store.end_scheduler("gone:30:cc", "stopped")
+    view = cluster_view(store, CLUSTER, now=1020.0)
+    assert [(s["scheduler_id"], s["state"]) for s in view["schedulers"]] == [
+        ("host1:10:aa", "live"), ("host2:20:bb", "live")]
+    later = cluster_view(store, CLUSTER, now=1031.0)
+    assert [s["state"] for s in later["schedulers"]] == ["silent (taken over when seen)", "live"]
+    assert "host2:20:bb: heartbeat 29 s ago, live" in cluster_text(later)

@@ -465,6 +465,10 @@ class EmbeddedAirflow:
     def _tagged_pids(self) -> list[int]:
         return [info.pid for info in _process_table(self._stack_tag).values() if info.tagged]
 
+    def pids_of(self, component: str) -> list[int]:
+        """The pids of every running process of `component` (several schedulers, say)."""
+        return [c.process.pid for c in self._running if c.name == component]
+
     def components_running(self) -> dict[str, int]:
         """Each running component and its process id."""
         return {component.name: component.process.pid for component in self._running}
@@ -526,6 +530,19 @@ class EmbeddedAirflow:
         _reap(old.process)
         self._running = [c for c in self._running if c is not old] + [self._spawn(component, env)]
         self._wait_until_healthy(time.monotonic() + timeout, timeout)
+
+    def kill(self, component: str, index: int = 0) -> int:
+        """kill -9 of one component's main process only (its children, such as LocalExecutor's workers
+        and the tasks they run, are left as orphans, as when that process crashes); returns its pid.
+        The stack's stop() still ends the orphans (they carry the stack's tag)."""
+        matching = [c for c in self._running if c.name == component]
+        if index >= len(matching):
+            raise EmbeddedAirflowError(f"no {component} #{index} runs in the embedded Airflow in {self.home}")
+        victim = matching[index]
+        signal_pids([victim.process.pid], signal.SIGKILL)
+        _reap(victim.process)
+        self._running = [c for c in self._running if c is not victim]
+        return victim.process.pid
 
     def _spawn(self, component: str, env: Mapping[str, str] | None = None) -> _Component:
         log_path = self.log_path(component)

@@ -99,6 +99,9 @@ def cluster_text(view: dict[str, Any]) -> str:
         lines.append(f"  DAG {run['dag_id']} run {run['run_id']}:")
         lines += [f"    {_grant_name(g)}: {g['slots_requested']} slot(s) on {', '.join(g['hosts'])}, "
                   f"held {g['held_s']:g} s" for g in run["grants"]]
+    schedulers = view.get("schedulers", [])
+    lines.append("schedulers sharing the pool:" + ("" if schedulers else " none"))
+    lines += [f"  {s['scheduler_id']}: heartbeat {s['heartbeat_age_s']:g} s ago, {s['state']}" for s in schedulers]
     return "\n".join(lines)
 
 

@@ -24,11 +24,12 @@ from typing import Any
 from ..processes import start_ticks
 from ..scheduling.pool import SlotPool
 from ..store import COPY_PREFIX, RegionflowStore, StoreError, TakeOver, is_stopped
+from ..store.coordination import STOPPED_AFTER_S
 from .copies import CopyRunner
 
 ADOPTED_CHECK_INTERVAL_S = 5.0
 HEARTBEAT_INTERVAL_S = 5.0
-DEFAULT_STOPPED_AFTER_S = 30.0  # Airflow's default [scheduler] scheduler_health_check_threshold
+DEFAULT_STOPPED_AFTER_S = STOPPED_AFTER_S
 
 
 def new_scheduler_id() -> str:

@@ -165,6 +165,7 @@ class RegionExecutor(LocalExecutor):
                 self.gate.refresh()
             return True
         if record is not None and record.state in (GrantState.WAITING, GrantState.GRANTED):
+            self.recovery.adopted.pop(record.bulk_id, None)  # taken over already: its task will not run
             self._release(record.bulk_id)
         return False
 

@@ -16,18 +16,19 @@ become the heir's, which releases them when their task instances end.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from .base import LedgerBase
 from .engine import retry_when_locked
 from .errors import StalePoolError, UnknownRecordError
 from .grant_rows import (
     bump_pool_version,
     grant_record,
     grant_row,
+    joined,
     live_grants_query,
     live_holders,
     normalized_slots,
@@ -39,21 +40,11 @@ from .models import Grant, SchedulerRow
 from .records import GrantRecord, GrantState, PoolSnapshot, SchedulerRecord, Slot, TakeOver
 
 SNAPSHOT_TRIES = 5  # server databases: reread when a write lands between the version and the rows
+STOPPED_AFTER_S = 30.0  # Airflow's default [scheduler] scheduler_health_check_threshold
 
 
-class PoolCoordination:
-    """Grant decisions and scheduler membership; mixed into `RegionflowStore`, which provides these."""
-
-    _clock: Any
-
-    def _write(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError
-
-    def _read(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError
-
-    def _snapshot(self) -> AbstractContextManager[Session]:
-        raise NotImplementedError
+class PoolCoordination(LedgerBase):
+    """Grant decisions and scheduler membership (a part of `RegionflowStore`, see `base.py`)."""
 
     # ---- the pool ----------------------------------------------------------------------------------
 
@@ -174,6 +165,7 @@ class PoolCoordination:
                     released.append(grant_record(grant, version))
                 else:
                     grant.owner = heir
+                    grant.message = joined(grant.message, f"adopted by scheduler {heir}: {why}")
                     adopted.append(grant_record(grant, version))
             return TakeOver(stopped, tuple(released), tuple(adopted))
 
@@ -183,6 +175,8 @@ class PoolCoordination:
         with self._write() as session:
             version = bump_pool_version(session)
             row = _row(session, bulk_id)
+            if row.owner != heir:
+                row.message = joined(row.message, f"adopted by scheduler {heir} (Airflow handed its task over)")
             row.owner = heir
             return grant_record(row, version)
 
@@ -209,4 +203,4 @@ def _scheduler_record(row: SchedulerRow) -> SchedulerRecord:
                            heartbeat_at=row.heartbeat_at, ended_at=row.ended_at)
 
 
-__all__ = ["SNAPSHOT_TRIES", "PoolCoordination", "is_stopped"]
+__all__ = ["SNAPSHOT_TRIES", "STOPPED_AFTER_S", "PoolCoordination", "is_stopped"]

@@ -120,5 +120,11 @@ def grant_record(row: Grant, version: int | None = None) -> GrantRecord:
     )
 
 
+def plain_request(request: Any) -> dict[str, Any]:
+    """A slot request as a plain dict (a `ResourceProfile` or a mapping)."""
+    to_dict = getattr(request, "to_dict", None)
+    return dict(to_dict() if callable(to_dict) else request)
+
+
 __all__ = ["bump_pool_version", "check_grant_transition", "grant_record", "grant_row", "joined", "live_grants_query",
-           "live_holders", "normalized_slots", "pool_version", "release_row", "waiting_grants_query"]
+           "live_holders", "normalized_slots", "plain_request", "pool_version", "release_row", "waiting_grants_query"]

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any
 
-from sqlalchemy import Select, delete, func, inspect, select
+from sqlalchemy import Select, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
+from .base import Clock, filtered, once_more_on
 from .coordination import PoolCoordination
+from .copy_ledger import CopyLedger
 from .engine import (
     DEFAULT_BUSY_TIMEOUT_S,
     WRITE_OPTION,
@@ -40,36 +42,26 @@ from .grant_rows import (
     live_grants_query,
     live_holders,
     normalized_slots,
+    plain_request,
     release_row,
 )
 from .migrate import check_schema_version
-from .models import Attempt, Base, BlockEntry, Commit, CopyRequest, Grant, Metric, SchemaVersion
+from .models import Attempt, Base, Commit, Grant, SchemaVersion
 from .records import (
     ATTEMPT_END_STATES,
-    COPY_OPEN_STATES,
-    COPY_TRANSITIONS,
     AttemptRecord,
     AttemptState,
-    BlockRecord,
     CommitRecord,
-    CopyRequestRecord,
-    CopyState,
     GrantRecord,
     GrantState,
-    MetricRecord,
     admission_of,
     bulk_id_for,
     job_id_for,
 )
-
-if TYPE_CHECKING:
-    from sqlalchemy import CursorResult  # what session.execute() returns for a DELETE (typed as Result)
-
-Clock = Callable[[], float]
-T = TypeVar("T")
+from .signal_ledger import SignalLedger
 
 
-class RegionflowStore(PoolCoordination):
+class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
     """regionflow's store at one SQLAlchemy URL; cheap to create, safe to share between threads."""
 
     def __init__(self, url: str, *, clock: Clock = time.time,
@@ -106,7 +98,7 @@ class RegionflowStore(PoolCoordination):
         with self._schema_lock:
             if self._schema_ready:
                 return
-            _once_more_on(self._create_schema, (IntegrityError, ProgrammingError))
+            once_more_on(self._create_schema, (IntegrityError, ProgrammingError))
             self._schema_ready = True
 
     @retry_when_locked
@@ -150,7 +142,7 @@ class RegionflowStore(PoolCoordination):
         row = Grant(
             bulk_id=bulk_id, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=int(map_index),
             try_number=int(try_number), job_id=job_id or job_id_for(dag_id, run_id), label=label,
-            requests=[_plain_request(request) for request in requests], state=GrantState.WAITING.value,
+            requests=[plain_request(request) for request in requests], state=GrantState.WAITING.value,
             host=None, slots=[], message=None, submitted_at=self._clock(), granted_at=None, released_at=None,
             owner=owner,
         )
@@ -165,7 +157,7 @@ class RegionflowStore(PoolCoordination):
                 _check_requeue(existing)
                 return grant_record(existing, version)
 
-        return _once_more_on(insert, IntegrityError)
+        return once_more_on(insert, IntegrityError)
 
     @retry_when_locked
     def record_granted(self, bulk_id: str, slots: Iterable[Sequence[Any]]) -> GrantRecord:
@@ -216,14 +208,14 @@ class RegionflowStore(PoolCoordination):
                     bulk_id=bulk_id_for(ti_id, try_number, admission), dag_id=dag_id, run_id=run_id,
                     task_id=task_id, map_index=int(map_index), try_number=int(try_number),
                     job_id=job_id or job_id_for(dag_id, run_id), label=label,
-                    requests=[_plain_request(request) for request in requests], state=GrantState.WAITING.value,
+                    requests=[plain_request(request) for request in requests], state=GrantState.WAITING.value,
                     host=None, slots=[], message=None, submitted_at=self._clock(), granted_at=None,
                     released_at=None, owner=owner,
                 )
                 session.add(row)
                 return grant_record(row, version)
 
-        return _once_more_on(insert, IntegrityError)
+        return once_more_on(insert, IntegrityError)
 
     @retry_when_locked
     def record_reused(self, bulk_id: str, note: str) -> GrantRecord:
@@ -296,7 +288,7 @@ class RegionflowStore(PoolCoordination):
 
     @retry_when_locked
     def grants(self, dag_id: str | None = None, run_id: str | None = None) -> list[GrantRecord]:
-        query = _filtered(select(Grant), Grant, dag_id=dag_id, run_id=run_id).order_by(Grant.id)
+        query = filtered(select(Grant), Grant, dag_id=dag_id, run_id=run_id).order_by(Grant.id)
         with self._read() as session:
             return [grant_record(row) for row in session.scalars(query)]
 
@@ -354,7 +346,7 @@ class RegionflowStore(PoolCoordination):
 
     @retry_when_locked
     def attempts(self, dag_id: str, run_id: str, task_id: str | None = None) -> list[AttemptRecord]:
-        query = _filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id, task_id=task_id)
+        query = filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id, task_id=task_id)
         with self._read() as session:
             return [_attempt_record(row) for row in session.scalars(query.order_by(Attempt.id))]
 
@@ -362,7 +354,7 @@ class RegionflowStore(PoolCoordination):
     def live_attempts(self, unit_key: str, *, dag_id: str | None = None,
                       run_id: str | None = None) -> list[AttemptRecord]:
         """Running attempts of a unit. Unit keys repeat across DAG runs: pass dag_id and run_id."""
-        query = _filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id).where(
+        query = filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id).where(
             Attempt.unit_key == unit_key, Attempt.state == AttemptState.RUNNING.value)
         with self._read() as session:
             return [_attempt_record(row) for row in session.scalars(query.order_by(Attempt.id))]
@@ -390,195 +382,10 @@ class RegionflowStore(PoolCoordination):
 
     @retry_when_locked
     def commits(self, dag_id: str, run_id: str) -> list[CommitRecord]:
-        query = _filtered(select(Commit), Commit, dag_id=dag_id, run_id=run_id).order_by(
+        query = filtered(select(Commit), Commit, dag_id=dag_id, run_id=run_id).order_by(
             Commit.committed_at, Commit.unit_key)
         with self._read() as session:
             return [_commit_record(row) for row in session.scalars(query)]
-
-    # ----------------------------------------------------------------------------- blocklist
-
-    @retry_when_locked
-    def block(self, job_id: str, host: str, expires_at: float, reason: str = "") -> BlockRecord:
-        """Block `host` for `job_id` until `expires_at` (epoch s); a later existing expiry wins."""
-
-        def upsert() -> BlockRecord:
-            with self._write() as session:
-                row = session.get(BlockEntry, (job_id, host), with_for_update=True)
-                if row is None:
-                    row = BlockEntry(job_id=job_id, host=host, expires_at=float(expires_at), reason=reason,
-                                     added_at=self._clock())
-                    session.add(row)
-                elif row.expires_at < expires_at:
-                    row.expires_at = float(expires_at)
-                    row.reason = reason
-                return _block_record(row)
-
-        return _once_more_on(upsert, IntegrityError)
-
-    @retry_when_locked
-    def unblock(self, job_id: str, host: str) -> bool:
-        """Lift an entry before it expires; True when there was one."""
-        with self._write() as session:
-            result = cast("CursorResult[Any]", session.execute(
-                delete(BlockEntry).where(BlockEntry.job_id == job_id, BlockEntry.host == host)))
-            return result.rowcount > 0
-
-    @retry_when_locked
-    def active_blocks(self, now: float | None = None, *, job_id: str | None = None) -> list[BlockRecord]:
-        """Entries not yet expired at `now` (default: the store's clock), soonest expiry first."""
-        moment = self._clock() if now is None else now
-        query = _filtered(select(BlockEntry), BlockEntry, job_id=job_id).where(BlockEntry.expires_at > moment)
-        query = query.order_by(BlockEntry.expires_at, BlockEntry.job_id, BlockEntry.host)
-        with self._read() as session:
-            return [_block_record(row) for row in session.scalars(query)]
-
-    @retry_when_locked
-    def purge_expired(self, now: float | None = None) -> int:
-        """Delete entries expired at `now`; returns how many."""
-        moment = self._clock() if now is None else now
-        with self._write() as session:
-            result = cast("CursorResult[Any]", session.execute(
-                delete(BlockEntry).where(BlockEntry.expires_at <= moment)))
-            return result.rowcount
-
-    # ----------------------------------------------------------------------------- metrics
-
-    @retry_when_locked
-    def record_metric(self, dag_id: str, run_id: str, task_id: str, name: str, value: float, *,
-                      labels: Mapping[str, Any] | None = None, recorded_at: float | None = None) -> MetricRecord:
-        row = self._metric_row(dag_id, run_id, task_id, name, value, labels, recorded_at)
-        with self._write() as session:
-            session.add(row)
-            return _metric_record(row)
-
-    @retry_when_locked
-    def record_metrics(self, dag_id: str, run_id: str, task_id: str, values: Mapping[str, float], *,
-                       labels: Mapping[str, Any] | None = None, recorded_at: float | None = None) -> int:
-        """Several named values of one task at one moment, in one transaction; returns how many."""
-        moment = self._clock() if recorded_at is None else recorded_at
-        rows = [self._metric_row(dag_id, run_id, task_id, name, value, labels, moment)
-                for name, value in values.items()]
-        with self._write() as session:
-            session.add_all(rows)
-        return len(rows)
-
-    @retry_when_locked
-    def metrics(self, dag_id: str, run_id: str, task_id: str | None = None,
-                name: str | None = None) -> list[MetricRecord]:
-        """Samples in time order (ties in insertion order)."""
-        query = _filtered(select(Metric), Metric, dag_id=dag_id, run_id=run_id, task_id=task_id, name=name)
-        with self._read() as session:
-            rows = session.scalars(query.order_by(Metric.recorded_at, Metric.id))
-            return [_metric_record(row) for row in rows]
-
-    @retry_when_locked
-    def latest_metrics(self, dag_id: str, run_id: str) -> dict[tuple[str, str], MetricRecord]:
-        """The newest sample of each (task_id, name) series of a DAG run."""
-        rank = func.row_number().over(partition_by=(Metric.task_id, Metric.name),
-                                      order_by=(Metric.recorded_at.desc(), Metric.id.desc()))
-        ranked = select(Metric, rank.label("rank")).where(Metric.dag_id == dag_id, Metric.run_id == run_id)
-        ranked_rows = ranked.subquery()
-        newest = aliased(Metric, ranked_rows)
-        with self._read() as session:
-            rows = session.scalars(select(newest).where(ranked_rows.c.rank == 1))
-            return {(row.task_id, row.name): _metric_record(row) for row in rows}
-
-    def _metric_row(self, dag_id: str, run_id: str, task_id: str, name: str, value: float,
-                    labels: Mapping[str, Any] | None, recorded_at: float | None) -> Metric:
-        return Metric(dag_id=dag_id, run_id=run_id, task_id=task_id, name=name, value=float(value),
-                      recorded_at=self._clock() if recorded_at is None else float(recorded_at),
-                      labels=None if labels is None else dict(labels))
-
-    # ----------------------------------------------------------------------------- copy requests
-
-    @retry_when_locked
-    def request_copy(self, *, dag_id: str, run_id: str, task_id: str, map_index: int, unit_key: str,
-                     label: str, requests: Sequence[Mapping[str, Any]], template_path: str,
-                     py_files: Sequence[str] = (), spark_conf: Mapping[str, str] | None = None,
-                     excluded_hosts: Iterable[str] = (), slow_attempt: str | None = None,
-                     job_id: str | None = None) -> CopyRequestRecord | None:
-        """Ask for one speculative copy of a shard; None (nothing written) when the shard already has
-        an open (pending, granted or running) copy request, so two sensor pokes never ask twice."""
-        with self._write() as session:
-            if session.scalar(_open_copies_query(dag_id, run_id, task_id, map_index).with_for_update()) is not None:
-                return None
-            row = CopyRequest(
-                dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=int(map_index), unit_key=unit_key,
-                job_id=job_id or job_id_for(dag_id, run_id), label=label,
-                requests=[_plain_request(request) for request in requests], template_path=template_path,
-                py_files=list(py_files), spark_conf=dict(spark_conf or {}),
-                excluded_hosts=sorted(set(excluded_hosts)), slow_attempt=slow_attempt,
-                state=CopyState.PENDING.value, attempt_id=None, host=None, message=None,
-                requested_at=self._clock(), granted_at=None, started_at=None, ended_at=None,
-            )
-            session.add(row)
-            session.flush()
-            return _copy_record(row)
-
-    @retry_when_locked
-    def copy_request(self, request_id: int) -> CopyRequestRecord | None:
-        with self._read() as session:
-            row = session.get(CopyRequest, int(request_id))
-            return None if row is None else _copy_record(row)
-
-    @retry_when_locked
-    def pending_copy_requests(self) -> list[CopyRequestRecord]:
-        """Copy requests no executor has taken yet, oldest first (the executor's FIFO order)."""
-        query = select(CopyRequest).where(CopyRequest.state == CopyState.PENDING.value).order_by(CopyRequest.id)
-        with self._read() as session:
-            return [_copy_record(row) for row in session.scalars(query)]
-
-    @retry_when_locked
-    def copy_requests(self, dag_id: str, run_id: str, task_id: str | None = None,
-                      map_index: int | None = None) -> list[CopyRequestRecord]:
-        query = _filtered(select(CopyRequest), CopyRequest, dag_id=dag_id, run_id=run_id, task_id=task_id,
-                          map_index=map_index)
-        with self._read() as session:
-            return [_copy_record(row) for row in session.scalars(query.order_by(CopyRequest.id))]
-
-    @retry_when_locked
-    def mark_copy(self, request_id: int, state: str, *, attempt_id: str | None = None, host: str | None = None,
-                  message: str | None = None) -> CopyRequestRecord:
-        """Move a copy request on (see COPY_TRANSITIONS); stamps granted_at, started_at or ended_at."""
-        target = CopyState(state)
-        with self._write() as session:
-            row = session.get(CopyRequest, int(request_id), with_for_update=True)
-            if row is None:
-                raise UnknownRecordError(f"no copy request {request_id} in regionflow's store")
-            current = CopyState(row.state)
-            if target not in COPY_TRANSITIONS[current]:
-                allowed = ", ".join(sorted(COPY_TRANSITIONS[current])) or "none (final state)"
-                raise StateTransitionError(
-                    f"copy request {request_id} ({row.task_id}[{row.map_index}]) cannot go from {current.value} "
-                    f"to {target.value}; from {current.value} it may go to: {allowed}")
-            now = self._clock()
-            row.state = target.value
-            if attempt_id is not None:
-                row.attempt_id = attempt_id
-            if host is not None:
-                row.host = host
-            if message is not None:
-                row.message = message
-            if target is CopyState.GRANTED:
-                row.granted_at = now
-            elif target is CopyState.RUNNING:
-                row.started_at = now
-            elif target not in COPY_OPEN_STATES:
-                row.ended_at = now
-            return _copy_record(row)
-
-    @retry_when_locked
-    def cancel_copies(self, dag_id: str, run_id: str, task_id: str, map_index: int,
-                      message: str = "the shard finished first") -> list[CopyRequestRecord]:
-        """Cancel the shard's copy requests that have not started running (pending or granted)."""
-        with self._write() as session:
-            rows = session.scalars(_open_copies_query(dag_id, run_id, task_id, map_index).where(
-                CopyRequest.state != CopyState.RUNNING.value).with_for_update()).all()
-            for row in rows:
-                row.state = CopyState.CANCELLED.value
-                row.message = message
-                row.ended_at = self._clock()
-            return [_copy_record(row) for row in rows]
 
     # ----------------------------------------------------------------------------- sessions
 
@@ -639,24 +446,9 @@ def _attempt_end_state(attempt_id: str, state: str) -> AttemptState:
 # --------------------------------------------------------------------------------- queries
 
 
-def _open_copies_query(dag_id: str, run_id: str, task_id: str, map_index: int) -> Select[tuple[CopyRequest]]:
-    return select(CopyRequest).where(
-        CopyRequest.dag_id == dag_id, CopyRequest.run_id == run_id, CopyRequest.task_id == task_id,
-        CopyRequest.map_index == int(map_index),
-        CopyRequest.state.in_([state.value for state in COPY_OPEN_STATES])).order_by(CopyRequest.id)
-
-
 def _admissions_query(ti_id: Any, try_number: int) -> Select[tuple[Grant]]:
     first = bulk_id_for(ti_id, try_number)
     return select(Grant).where((Grant.bulk_id == first) | Grant.bulk_id.startswith(f"{first}/", autoescape=True))
-
-
-def _filtered(query: Select[Any], model: type[Base], **equal: Any) -> Select[Any]:
-    """`query` restricted to rows whose columns equal the given values; None means any."""
-    for column, value in equal.items():
-        if value is not None:
-            query = query.where(getattr(model, column) == value)
-    return query
 
 
 def _locked_grant(session: Session, bulk_id: str) -> Grant | None:
@@ -677,19 +469,6 @@ def _attempt_row(session: Session, attempt_id: str, lock: bool = False) -> Attem
     return session.scalar(query.with_for_update() if lock else query)
 
 
-def _once_more_on(action: Callable[[], T], errors: type[Exception] | tuple[type[Exception], ...]) -> T:
-    """Run `action`; if it loses an insert race (`errors`), run it once more: the row now exists."""
-    try:
-        return action()
-    except errors:
-        return action()
-
-
-def _plain_request(request: Any) -> dict[str, Any]:
-    to_dict = getattr(request, "to_dict", None)
-    return dict(to_dict() if callable(to_dict) else request)
-
-
 # --------------------------------------------------------------------------------- records
 
 
@@ -705,29 +484,6 @@ def _attempt_record(row: Attempt) -> AttemptRecord:
 def _commit_record(row: Commit) -> CommitRecord:
     return CommitRecord(dag_id=row.dag_id, run_id=row.run_id, unit_key=row.unit_key,
                         winner_attempt=row.winner_attempt, committed_at=row.committed_at)
-
-
-def _block_record(row: BlockEntry) -> BlockRecord:
-    return BlockRecord(job_id=row.job_id, host=row.host, expires_at=row.expires_at, reason=row.reason,
-                       added_at=row.added_at)
-
-
-def _copy_record(row: CopyRequest) -> CopyRequestRecord:
-    return CopyRequestRecord(
-        request_id=row.id, dag_id=row.dag_id, run_id=row.run_id, task_id=row.task_id, map_index=row.map_index,
-        unit_key=row.unit_key, job_id=row.job_id, label=row.label,
-        requests=tuple(dict(request) for request in row.requests), template_path=row.template_path,
-        py_files=tuple(row.py_files), spark_conf=dict(row.spark_conf), excluded_hosts=tuple(row.excluded_hosts),
-        slow_attempt=row.slow_attempt, state=CopyState(row.state), attempt_id=row.attempt_id, host=row.host,
-        message=row.message, requested_at=row.requested_at, granted_at=row.granted_at,
-        started_at=row.started_at, ended_at=row.ended_at,
-    )
-
-
-def _metric_record(row: Metric) -> MetricRecord:
-    return MetricRecord(dag_id=row.dag_id, run_id=row.run_id, task_id=row.task_id, name=row.name,
-                        value=row.value, recorded_at=row.recorded_at,
-                        labels=None if row.labels is None else dict(row.labels))
 
 
 __all__ = ["RegionflowStore"]

@@ -1,6 +1,7 @@
 """The store's schema: SQLAlchemy 2.0 declarative models, one table per kind of row.
 
-Only `ledger.py` touches these classes; everything else gets frozen records. Plain column types
+Only the store's own modules (`ledger.py` and its parts) touch these classes; everything else gets
+frozen records. Plain column types
 (strings, integers, doubles, JSON) keep the schema portable between SQLite and server databases.
 Bump SCHEMA_VERSION whenever a table changes, so a later migration can tell versions apart.
 """

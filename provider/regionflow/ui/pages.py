@@ -76,6 +76,8 @@ function render(d) {
   table('grants', [['DAG', g => g.dag_id], ['run', g => g.run_id], ['regions holding slots',
                     g => g.grants.map(x => `${x.label} (${x.slots_requested} on ${x.hosts.join('+')})`).join('; ')]],
         d.grants);
+  table('schedulers', [['scheduler', s => s.scheduler_id], ['pid', s => s.pid],
+                       ['last heartbeat (s ago)', s => s.heartbeat_age_s], ['state', s => s.state]], d.schedulers);
 }
 """
 
@@ -196,7 +198,7 @@ def cluster_page() -> str:
     """Hosts, FIFO queue, blocklist and grants, refreshed every 5 s."""
     return _page("regionflow: slot pool", "api/cluster", _CLUSTER_RENDER,
                  [("Hosts", "hosts"), ("FIFO queue (oldest first)", "queue"), ("Blocklist", "blocklist"),
-                  ("Grants per DAG run", "grants")])
+                  ("Grants per DAG run", "grants"), ("Schedulers sharing the pool", "schedulers")])
 
 
 def plan_page(dag_id: str, run_id: str | None, mode: str | None) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from ..scheduling.hosts import Cluster
 from ..scheduling.speculation import METRIC_PREFIX
 from ..store import RegionflowStore, dag_id_of_job, job_id_for
+from ..store.coordination import STOPPED_AFTER_S
 from ..store.records import GrantRecord
 
 DagFilter = Callable[[str], bool]
@@ -36,7 +37,7 @@ def cluster_view(store: RegionflowStore | None, cluster: Cluster, *, may_see: Da
               "free": max(0, host.slots - used.get(host.name, 0)), "master": host.spark.master,
               "slot_profile": str(host.slot_profile)} for host in cluster]
     free_total = sum(h["free"] for h in hosts)
-    waiting = sorted(store.waiting_grants() if store is not None else [], key=lambda g: (g.submitted_at, g.bulk_id))
+    waiting = store.waiting_grants() if store is not None else []  # in admission order: the FIFO order
     queue, hidden = [], 0
     for position, grant in enumerate(waiting, start=1):
         if not may_see(grant.dag_id):
@@ -63,7 +64,17 @@ def cluster_view(store: RegionflowStore | None, cluster: Cluster, *, may_see: Da
         "queue_hidden": hidden,
         "grants": [{"dag_id": dag_id, "run_id": run_id, "grants": grants}
                    for (dag_id, run_id), grants in sorted(runs.items())],
+        "schedulers": _schedulers(store, now),
     }
+
+
+def _schedulers(store: RegionflowStore | None, now: float) -> list[dict[str, Any]]:
+    """The schedulers sharing the pool that have not ended, and whether their heartbeat is fresh."""
+    found = store.schedulers() if store is not None else []
+    return [{"scheduler_id": s.scheduler_id, "hostname": s.hostname, "pid": s.pid,
+             "heartbeat_age_s": round(now - s.heartbeat_at, 1),
+             "state": "live" if now - s.heartbeat_at <= STOPPED_AFTER_S else "silent (taken over when seen)"}
+            for s in found if s.ended_at is None]
 
 
 def _grant_fields(grant: GrantRecord) -> dict[str, Any]:

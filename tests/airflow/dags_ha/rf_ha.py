@@ -10,8 +10,8 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG
 
 
-def nap() -> None:
-    time.sleep(0.2)
+def nap(seconds: str) -> None:
+    time.sleep(float(seconds))
 
 
 def slots(count: int, label: str) -> dict:
@@ -20,4 +20,5 @@ def slots(count: int, label: str) -> dict:
 
 with DAG("rf_ha", start_date=datetime(2026, 1, 1), schedule=None, catchup=False, max_active_runs=20):
     for name, count in (("one", 1), ("two", 2), ("three", 3)):
-        PythonOperator(task_id=name, python_callable=nap, executor_config=slots(count, name))
+        PythonOperator(task_id=name, python_callable=nap,
+                       op_args=["{{ dag_run.conf.get('sleep', 0.2) }}"], executor_config=slots(count, name))
