@@ -145,5 +145,12 @@ def test_a_starving_run_is_told_once_per_change_of_what_it_waits_for(settings, m
     assert "not enough resources" in log and '"level": "warning"' in log
     second = workload(slots=1, task_id="second")  # the run now waits for more: told again
     queue(ex, second)
+    sent = []
+    monkeypatch.setattr(ex.metrics, "stats", type("Stats", (), {
+        "gauge": lambda self, name, value, **kw: sent.append((name, value)),
+        "incr": lambda self, name, count=1, **kw: sent.append((name, count))})())
     ex._notice_starving_jobs()
     assert len(warnings) == 2 and "for 4 slots of unknown" in warnings[1], warnings
+    assert sent == [("regionflow.pool.starving_runs", 1), ("regionflow.pool.resource_notices", 1)]
+    ex._notice_starving_jobs()  # told already: counted in the gauge, not as a new notice
+    assert sent[-1] == ("regionflow.pool.starving_runs", 1) and len(sent) == 3

@@ -6,7 +6,10 @@
   ``.host_slots_used`` tagged ``host=<name>`` (a backend with tags: ``[metrics]
   statsd_influxdb_enabled``, Datadog, OpenTelemetry), and the same with the host in the name,
   ``regionflow.pool.host_slots_free.<name>``, for plain StatsD, which drops tags;
-- counters: ``regionflow.pool.grants``, ``.rejections``;
+- counters: ``regionflow.pool.grants``, ``.rejections``, ``.resource_notices`` (FLIP-138's
+  not-enough-resources notice, counted each time one is told: once per run and per change of what it
+  waits for);
+- gauge ``regionflow.pool.starving_runs``: DAG runs waiting past ``resource_wait_timeout`` now;
 - timer: ``regionflow.pool.queue_wait_seconds`` (a grant's wait in the FIFO queue).
 
 The speculation sensor keeps its six ``regionflow.speculation.*`` figures.
@@ -64,6 +67,12 @@ class PoolMetrics:
     def rejected(self) -> None:
         """A bulk no cluster state can hold was failed at once."""
         self.stats.incr(PREFIX + "rejections")
+
+    def starving(self, runs: int, told: int) -> None:
+        """`runs` DAG runs wait past resource_wait_timeout now; `told` notices were just given."""
+        self.stats.gauge(PREFIX + "starving_runs", runs)
+        if told:
+            self.stats.incr(PREFIX + "resource_notices", told)
 
 
 __all__ = ["PREFIX", "PoolMetrics"]

@@ -249,16 +249,19 @@ class RegionExecutor(LocalExecutor):
         once per run and per change of what it waits for, in the scheduler log and in the log of its
         oldest waiting task. A run that no longer starves is forgotten, so a later starvation is told."""
         told: dict[str, str] = {}
+        new = 0
         for notice in self.pool.overdue_jobs():
             need = describe_counts(notice.outstanding)
             told[notice.job_id] = need
             if self._noticed_jobs.get(notice.job_id) == need:
                 continue
+            new += 1
             self.log.warning("RegionExecutor: not enough resources: %s", notice.message)
             held = self.gate.held.get(notice.oldest_bulk_id)  # None for a speculative copy
             if held is not None:
                 append_task_log(held.workload, f"regionflow: not enough resources: {notice.message}", level="warning")
         self._noticed_jobs = told
+        self.metrics.starving(len(told), new)
 
     def _warn_about_airflow_limits(self) -> None:
         from airflow.configuration import conf
