@@ -394,3 +394,25 @@ def test_restore_retakes_exact_slots_and_refuses_double_grants():
         pool.restore(Bulk("twice", "job", "r3", (UNKNOWN,)), [SlotRef("b", 1)])
     granted = pool.release("old")
     assert [g.bulk_id for g in granted] == ["new"] and pool.free_slots() == 1
+
+
+def test_reset_forgets_every_bulk_keeps_hosts_and_blocklist_and_rebuilds_to_the_same_decisions():
+    """The executor rebuilds its pool from the store's rows: reset, restore the live grants, submit the
+    waiting bulks in order; the rebuilt pool then decides as the original would have."""
+    original = SlotPool(Cluster.parse("a:2;b:2"), blocklist_expiry_s=60)
+    original.block("job2", "a")
+    held = original.submit(Bulk("held", "job1", "r", (UNKNOWN,) * 3))
+    assert [g.bulk_id for g in held] == ["held"]
+    original.submit(Bulk("big", "job1", "r", (UNKNOWN,) * 2))
+    original.submit(Bulk("small", "job2", "r", (UNKNOWN,)))  # would fit on b, but waits behind big (FIFO)
+    slots = original.grant_of("held").slots
+    rebuilt = SlotPool(Cluster.parse("a:2;b:2"), blocklist_expiry_s=60)
+    rebuilt.block("job2", "a")
+    rebuilt.submit(Bulk("stale", "job9", "r", (UNKNOWN,)))  # what the cache held before: forgotten
+    rebuilt.reset()
+    assert rebuilt.free_slots() == 4 and rebuilt.pending_count == 0 and rebuilt.running_count == 0
+    assert set(rebuilt.blocklist.hosts_for("job2")) == {"a"} and [h.name for h in rebuilt.hosts()] == ["a", "b"]
+    rebuilt.restore(Bulk("held", "job1", "r", (UNKNOWN,) * 3), list(slots))
+    assert rebuilt.submit(Bulk("big", "job1", "r", (UNKNOWN,) * 2), waited_s=5) == []
+    assert rebuilt.submit(Bulk("small", "job2", "r", (UNKNOWN,))) == []
+    assert [g.bulk_id for g in rebuilt.release("held")] == [g.bulk_id for g in original.release("held")]
