@@ -105,6 +105,7 @@ def test_status_shows_the_pool_empty_then_with_a_grant_a_waiting_region_and_a_bl
         "queue (FIFO, oldest first): empty",
         "blocklist: empty",
         "grants: none",
+        "schedulers sharing the pool: none",
     ]
     assert not os.path.exists(store_file), "a read-only command creates no store"
 
