@@ -29,7 +29,6 @@ from .copies import CopyRunner
 
 ADOPTED_CHECK_INTERVAL_S = 5.0
 HEARTBEAT_INTERVAL_S = 5.0
-DEFAULT_STOPPED_AFTER_S = STOPPED_AFTER_S
 
 
 def new_scheduler_id() -> str:
@@ -45,7 +44,7 @@ class GrantRecovery:
     """This scheduler's membership in the shared pool, and the rows it takes over from stopped ones."""
 
     def __init__(self, store: RegionflowStore, copies: CopyRunner, log: Any, finished: Callable[[str], bool], *,
-                 scheduler_id: str | None = None, stopped_after_s: float = DEFAULT_STOPPED_AFTER_S,
+                 scheduler_id: str | None = None, stopped_after_s: float = STOPPED_AFTER_S,
                  clock: Callable[[], float] = time.time) -> None:
         """`finished(ti_id)`: whether Airflow's metadata says that task instance has ended."""
         self.store, self.copies, self.log, self.finished = store, copies, log, finished
@@ -153,5 +152,4 @@ class BlocklistMirror:
                 del self._mirrored[key]
 
 
-__all__ = ["ADOPTED_CHECK_INTERVAL_S", "DEFAULT_STOPPED_AFTER_S", "BlocklistMirror", "GrantRecovery",
-           "new_scheduler_id"]
+__all__ = ["ADOPTED_CHECK_INTERVAL_S", "BlocklistMirror", "GrantRecovery", "new_scheduler_id"]

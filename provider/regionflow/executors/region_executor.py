@@ -40,6 +40,7 @@ from ..scheduling.requirements import describe_counts
 from ..spark.backends import configured_servers
 from ..spark.idle import IdleServerReaper
 from ..store import GrantState, RegionflowStore
+from ..store.coordination import STOPPED_AFTER_S
 from .admission import AdmissionGate, Try
 from .copies import CopyRunner
 from .guard import guarded
@@ -52,7 +53,7 @@ from .guest import (
     task_instance_states,
 )
 from .metrics import PoolMetrics
-from .recovery import DEFAULT_STOPPED_AFTER_S, BlocklistMirror, GrantRecovery
+from .recovery import BlocklistMirror, GrantRecovery
 
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] session_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
@@ -161,8 +162,7 @@ class RegionExecutor(LocalExecutor):
         record = self.store.current_grant(str(ti.id), ti.try_number)
         if ti.state == TaskInstanceState.RUNNING:
             if record is not None and record.state is GrantState.GRANTED:
-                self.recovery.adopt(record.bulk_id, str(ti.id))
-                self.gate.refresh()
+                self.recovery.adopt(record.bulk_id, str(ti.id))  # the next sync's refresh reads the change
             return True
         if record is not None and record.state in (GrantState.WAITING, GrantState.GRANTED):
             self.recovery.adopted.pop(record.bulk_id, None)  # taken over already: its task will not run
@@ -282,7 +282,7 @@ def _stopped_after_s() -> float:
     """After how long without a heartbeat another scheduler counts as stopped: Airflow's own rule."""
     from airflow.configuration import conf
 
-    return conf.getfloat("scheduler", "scheduler_health_check_threshold", fallback=DEFAULT_STOPPED_AFTER_S)
+    return conf.getfloat("scheduler", "scheduler_health_check_threshold", fallback=STOPPED_AFTER_S)
 
 
 def _job_id(job_id: Any) -> int | None:
