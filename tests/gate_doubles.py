@@ -37,7 +37,6 @@ class Counts:
 
 
 class NoCopies:
-    running: dict = {}
     waiting: dict = {}
 
     def owns(self, bulk_id):

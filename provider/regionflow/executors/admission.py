@@ -87,9 +87,6 @@ class Copies(Protocol):
     """The speculative copies sharing the pool (`copies.CopyRunner`)."""
 
     @property
-    def running(self) -> Mapping[str, Any]: ...
-
-    @property
     def waiting(self) -> Mapping[str, Any]: ...
 
     def owns(self, bulk_id: str) -> bool: ...
