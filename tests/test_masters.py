@@ -1,8 +1,8 @@
-"""Tests of regionflow.masters, the one parser of Spark master URLs (pure)."""
+"""Tests of regionflow.spark.masters, the one parser of Spark master URLs (pure)."""
 import pytest
 
 from regionflow.core.errors import SpecError
-from regionflow.masters import Master, MasterKind, master_problem
+from regionflow.spark.masters import Master, MasterKind, master_problem
 
 
 @pytest.mark.parametrize("text, kind, url, endpoints, loopback", [

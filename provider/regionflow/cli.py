@@ -160,6 +160,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def _cluster_from_args(args: argparse.Namespace):
     from .scheduling.hosts import Cluster
+    from .spark.targets import parse_cluster
 
     if args.slots is not None and args.slots < 1:
         raise SpecError(f"--slots is {args.slots}; give at least 1 slot")
@@ -167,7 +168,7 @@ def _cluster_from_args(args: argparse.Namespace):
         if not args.hosts.strip():
             raise SpecError("--hosts is empty; give a host spec like 'a:slots=2;b:slots=2', or leave --hosts out "
                             "for one local host")
-        return Cluster.parse(args.hosts)
+        return parse_cluster(args.hosts)
     return Cluster.local_default(args.slots)
 
 

@@ -18,6 +18,7 @@ from .core.modes import ExchangeMode
 from .core.schema import did_you_mean
 from .scheduling.hosts import Cluster
 from .scheduling.speculation import SpeculationConfig, parse_switch
+from .spark.targets import parse_cluster
 
 SECTION = "regionflow"
 
@@ -266,7 +267,7 @@ def _number(name: str, text: str, kind: type, minimum: float, *, above: bool = F
 
 def _hosts(text: str) -> Cluster:
     try:
-        return Cluster.parse(text)
+        return parse_cluster(text)
     except RegionflowError as error:
         raise SpecError(f"[{SECTION}] hosts = {text!r}: {error}") from None
 

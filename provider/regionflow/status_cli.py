@@ -140,7 +140,9 @@ def hosts_output(cluster: Any, output_format: str = "text") -> str:
     profile and where Spark runs (JSON: the host objects of ``[regionflow] hosts``)."""
     if output_format == "json":
         return json.dumps(cluster.to_dicts(), indent=2)
-    return "\n".join(host.describe() for host in cluster)
+    from .spark.targets import spark_target
+
+    return "\n".join(f"{host.describe()} on {spark_target(host).master}" for host in cluster)
 
 
 __all__ = ["add_status", "cluster_text", "hosts_output", "run_status", "run_text", "status_output"]

@@ -16,8 +16,8 @@ def test_compact_spec_with_fields_divides_host_resources_evenly_per_slot():
     assert (h1.name, h1.slots) == ("h1", 2)
     assert h1.profile == ResourceProfile.of(cpu=2, heap_mib=4096)
     assert h1.slot_profile == ResourceProfile.of(cpu=1, heap_mib=2048)
-    assert h1.spark.master == "local[2]" and h1.spark.is_local
-    assert h2.spark.master == "spark://127.0.0.1:7077" and not h2.spark.is_local
+    assert h1.address is None  # this machine: the runtime layer's default
+    assert h2.address == "spark://127.0.0.1:7077"  # kept as written, never read by scheduling
     assert h2.slot_profile.extended_map == {"gpu": 1.0}
 
 
@@ -38,8 +38,7 @@ def test_slot_fields_override_one_dimension_and_derive_the_host_total():
     host = Cluster.parse("g:4,gpu=4,slot_mem=8g,affinity=0-3+8").hosts[0]
     assert host.slot_profile == ResourceProfile.of(cpu=1.25, heap_mib=8192, gpu=1)
     assert host.profile.heap_mib == 4 * 8192
-    assert host.spark.cpu_affinity == (0, 1, 2, 3, 8)
-    assert host.spark.master == "local[5]"
+    assert host.cpu_affinity == (0, 1, 2, 3, 8)
     assert host.profile.cpu == 5
 
 
@@ -90,7 +89,7 @@ def test_local_default_has_one_slot_per_core():
     (host,) = cluster.hosts
     assert host.name == "localhost"
     assert host.slots == (os.cpu_count() or 1)
-    assert host.spark.master == f"local[{host.slots}]"
+    assert host.address is None and host.profile.cpu == host.slots
     assert Cluster.local_default(slots=3).total_slots == 3
 
 
@@ -108,8 +107,7 @@ def test_local_default_has_one_slot_per_core():
         ("h1:2,cpus=4", ["host 'h1'", "unknown key 'cpus'", "allowed: name, slots, cpu"]),
         ("h1:2,cpu=0", ["host 'h1'.cpu is 0", "greater than 0"]),
         ("h1:2,gpu=-1", ["host 'h1'.gpu is -1", "at least 0"]),
-        ("h1:2,master=mesos://m:5050", ["host 'h1'.master = 'mesos://m:5050'", "spark://host:port", "yarn"]),
-        ("h1:2,master=spark://m:7077,affinity=0-1", ["host 'h1'", "affinity", "local"]),
+        ("h1:2,master=", ["host 'h1'.master is empty"]),
         ("h1:2,affinity=3-1", ["host 'h1'.affinity = '3-1'", "0-3+8"]),
         ("h1:2,cpu=4,affinity=0-1", ["host 'h1'", "cpu=4", "affinity pins only 2 cores"]),
         ("h1:2,gpu=1,slot_gpu=1", ["host 'h1'", "slot_gpu=1", "gpu=1"]),

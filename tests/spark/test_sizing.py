@@ -15,8 +15,8 @@ from regionflow.cli import plan_output
 from regionflow.core.graph import JobGraph
 from regionflow.core.plan import Plan
 from regionflow.core.resources import UNKNOWN, ResourceProfile
-from regionflow.masters import Master
 from regionflow.plan_document import plan_document
+from regionflow.spark.masters import Master
 from regionflow.spark.sizing import (
     GPU_DISCOVERY_SCRIPT,
     gpu_discovery_script,

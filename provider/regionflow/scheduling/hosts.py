@@ -1,30 +1,31 @@
-"""Hosts and clusters: the places that run Spark and offer slots to the pool.
+"""Hosts and clusters: the places that offer slots to the pool.
 
-A `Host` has a name, a number of slots, the resources of the whole host (a `ResourceProfile`)
-and a `SparkTarget` saying how Spark runs there: a ``local[k]`` process, optionally pinned to a
-list of cpu core ids, or a standalone master URL such as ``spark://127.0.0.1:7077``.
+A `Host` has a name, a number of slots, the resources of the whole host (a `ResourceProfile`),
+optionally the cpu core ids it is pinned to, and an `address`: where its runtime is reached, as the
+user wrote it (the ``master`` field). Scheduling stores the address and never reads it; the runtime
+layer reads it, checks it, and gives a host without one its default.
 A `Cluster` is an ordered list of hosts with unique names; host order breaks every tie the
 slot pool has to break.
 
 Slot rule (one rule, used everywhere): each slot offers the host's resources divided evenly by
 its slot count; a ``slot_<dim>`` field overrides that one dimension for every slot of the host.
 A host dimension that is not declared is derived from the slot override when there is one,
-otherwise it defaults to one cpu core and 1 GiB heap (Spark's default executor memory) per slot
+otherwise it defaults to one cpu core and 1 GiB heap (the usual default executor memory) per slot
 and zero of everything else. Whatever is given, ``slots x slot profile`` must fit in the host.
 So ``gpu=2`` on a 2-slot host gives ``gpu=1`` per slot, and ``gpu=1`` on a 2-slot host gives
 ``gpu=0.5`` per slot, which no ``gpu=1`` request fits: give the host one slot, or more gpus.
 
 Text form used by ``--hosts`` (JSON, starting with ``[`` or ``{``, is accepted too)::
 
-    h1:slots=2,cpu=2,mem=4g;h2:slots=2,master=spark://127.0.0.1:7077,gpu=1
+    h1:slots=2,cpu=2,mem=4g;h2:slots=2,master=ADDRESS,gpu=1
     h1:2,h2:2                       # NAME:SLOTS, hosts separated by ',' or ';'
     gpu1:4,gpu=4,slot_mem=8g,affinity=0-3+8
 
 Fields: ``slots``; host totals ``cpu``, ``mem`` (alias ``heap``), ``off_heap``, ``managed``,
 ``gpu``, ``ext.<name>``; per-slot overrides ``slot_cpu``, ``slot_mem``, ... ``slot_ext.<name>``;
-``master`` (``local``, ``local[k]``, ``local[*]`` or ``spark://host:port``); ``affinity``
-(core ids, ranges joined by ``+``: ``0-3+8``, local hosts only). Sizes take k/m/g/t suffixes;
-a bare number is MiB.
+``master`` (the address; its forms are the runtime layer's); ``affinity`` (core ids, ranges joined
+by ``+``: ``0-3+8``; the runtime layer allows it only where it runs on this machine). Sizes take
+k/m/g/t suffixes; a bare number is MiB.
 
 The dict form (for airflow.cfg / JSON) mirrors it: ``{"name": "h1", "slots": 2, "cpu": 2,
 "mem": "4g", "gpu": 1, "ext": {"fpga": 1}, "master": "...", "affinity": [0, 1],
@@ -42,7 +43,6 @@ from typing import Any
 
 from ..core.errors import SpecError
 from ..core.resources import ResourceProfile
-from ..masters import Master
 from .hostspec import HOST, affinity_cores, hosts_from_text, size_mib
 
 DEFAULT_HEAP_MIB_PER_SLOT = 1024
@@ -54,26 +54,18 @@ _EPS = 1e-9
 
 
 @dataclass(frozen=True)
-class SparkTarget:
-    """Where Spark runs on a host: ``local[k]`` (optionally pinned to cores) or a master URL."""
-
-    master: str
-    cpu_affinity: tuple[int, ...] = ()
-
-    @property
-    def is_local(self) -> bool:
-        return Master.parse(self.master).is_local
-
-
-@dataclass(frozen=True)
 class Host:
-    """A place that runs Spark, with `slots` slots each offering `slot_profile`."""
+    """A place with `slots` slots each offering `slot_profile`; `profile` is the whole host's.
+
+    `address` is where the host's runtime is reached (None: this machine, the runtime layer's default)
+    and `cpu_affinity` the core ids it is pinned to; scheduling keeps both for the runtime layer."""
 
     name: str
     slots: int
     profile: ResourceProfile
     slot_profile: ResourceProfile
-    spark: SparkTarget
+    address: str | None = None
+    cpu_affinity: tuple[int, ...] = ()
 
     @classmethod
     def of(
@@ -109,15 +101,17 @@ class Host:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "slots": self.slots}
         data.update(_profile_fields(self.profile))
-        data["master"] = self.spark.master
-        if self.spark.cpu_affinity:
-            data["affinity"] = list(self.spark.cpu_affinity)
+        if self.address is not None:
+            data["master"] = self.address
+        if self.cpu_affinity:
+            data["affinity"] = list(self.cpu_affinity)
         if self.slot_profile != _evenly_divided(self.profile, self.slots):
             data["slot"] = _profile_fields(self.slot_profile)
         return data
 
     def describe(self) -> str:
-        return f"{self.name}: {self.slots} x [{self.slot_profile.describe()}] on {self.spark.master}"
+        """E.g. ``h1: 2 x [cpu=1, heap=1024m]``."""
+        return f"{self.name}: {self.slots} x [{self.slot_profile.describe()}]"
 
 
 @dataclass(frozen=True)
@@ -138,9 +132,9 @@ class Cluster:
 
     @classmethod
     def local_default(cls, slots: int | None = None) -> Cluster:
-        """One host ``localhost`` with one slot per cpu core (or `slots`), running ``local[slots]``."""
+        """One host ``localhost`` (this machine) with one slot and one cpu per cpu core (or `slots`)."""
         count = slots if slots is not None else (os.cpu_count() or 1)
-        return cls((Host.of("localhost", count, master=f"local[{count}]"),))
+        return cls((Host.of("localhost", count),))
 
     @classmethod
     def parse(cls, spec: str) -> Cluster:
@@ -229,12 +223,11 @@ def _build_host(name: str, fields: Mapping[str, Any]) -> Host:
     host_dims, slot_dims, plain = _classify_fields(name, fields)
     slots = int(plain["slots"])
     affinity = affinity_cores(plain["affinity"]) if "affinity" in plain else ()
-    spark = _spark_target(name, plain.get("master"), affinity, host_dims.get("cpu"), slots)
     totals = _host_totals(host_dims, slot_dims, slots, affinity)
     per_slot = {dim: slot_dims.get(dim, _divide(dim, total, slots)) for dim, total in totals.items()}
     _check_slots_fit_host(name, slots, totals, per_slot)
     _check_affinity_covers_cpu(name, affinity, totals["cpu"])
-    return Host(name, slots, _profile(totals), _profile(per_slot), spark)
+    return Host(name, slots, _profile(totals), _profile(per_slot), plain.get("master"), affinity)
 
 
 def _classify_fields(name: str, fields: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
@@ -336,17 +329,6 @@ def _profile_fields(profile: ResourceProfile) -> dict[str, Any]:
     return fields
 
 
-def _spark_target(name: str, master: Any, affinity: tuple[int, ...], cpu: float | None, slots: int) -> SparkTarget:
-    if master is None:
-        threads = len(affinity) or max(1, int(cpu if cpu is not None else slots))
-        return SparkTarget(f"local[{threads}]", affinity)
-    if affinity and not Master.parse(master).is_local:
-        raise SpecError(
-            f"host '{name}': affinity only applies to local[k] hosts, not to master={master}; drop affinity"
-        )
-    return SparkTarget(master, affinity)
-
-
 def _field_name(dim: str) -> str:
     if dim == "heap":
         return "mem"
@@ -359,4 +341,4 @@ def _fmt(value: float) -> str:
     return f"{value:g}"
 
 
-__all__ = ["SparkTarget", "Host", "Cluster", "describe_slot_counts", "DEFAULT_HEAP_MIB_PER_SLOT"]
+__all__ = ["Host", "Cluster", "describe_slot_counts", "DEFAULT_HEAP_MIB_PER_SLOT"]

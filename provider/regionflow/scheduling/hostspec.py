@@ -15,8 +15,6 @@ from typing import Any
 
 from ..core.errors import SpecError
 from ..core.schema import Field, Model
-from ..masters import FORMS as MASTER_FORMS
-from ..masters import master_problem
 
 MAX_SLOTS_PER_HOST = 32768  # as many as the largest vertex parallelism; a typo must not build a huge pool
 MAX_CORE_ID = 8192  # Linux's largest CONFIG_NR_CPUS default; a typo like 0-100000000 must not list 10^8 cores
@@ -114,15 +112,15 @@ def _resources(scope: str) -> tuple[Field, ...]:
 
 SLOT = Model("slot", "per-slot overrides of the host's evenly divided resources", _resources("per slot"))
 
-HOST = Model("host", "a place that runs Spark and offers slots to the pool (a resource not given defaults to "
+HOST = Model("host", "a place that offers slots to the pool (a resource not given defaults to "
              "one cpu and 1g heap per slot, none of the others)", (
     Field("name", "string", "the host's unique name", required=True, non_empty=True, check=_name_problem),
     Field("slots", "integer", f"its slot count, 1 to {MAX_SLOTS_PER_HOST}", required=True,
           minimum=1, maximum=MAX_SLOTS_PER_HOST),
     *_resources("of the whole host"),
     Field("slot", SLOT, "per-slot overrides"),
-    Field("master", "string", f"{MASTER_FORMS} (default local[cores])",
-          non_empty=True, check=master_problem),
+    Field("master", "string", "the address of the host's runtime, checked by the runtime layer "
+          "(default: this machine)", non_empty=True),
     Field("affinity", ("array", "string"), f"core ids to pin a local host to (0 to {MAX_CORE_ID - 1}), a list or "
           "'0-3+8'", items="integer", minimum=0, maximum=MAX_CORE_ID - 1, check=_affinity_problem),
 ))
@@ -162,7 +160,7 @@ def hosts_from_text(text: str) -> list[dict[str, Any]]:
 
 
 def _starts_a_host(token: str) -> bool:
-    """``h1:2`` and ``h1:slots=2`` start a host; ``master=spark://x:7077`` is a field."""
+    """``h1:2`` and ``h1:slots=2`` start a host; ``master=scheme://x:7077`` is a field."""
     colon = token.find(":")
     equals = token.find("=")
     return colon >= 0 and (equals < 0 or colon < equals)

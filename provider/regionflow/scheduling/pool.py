@@ -481,7 +481,7 @@ class SlotPool:
             "hosts": [
                 {"name": host.name, "slots": host.slots, "used": host.slots - table.free_count[index],
                  "free": table.free_count[index], "slot_profile": host.slot_profile.to_dict(),
-                 "master": host.spark.master}
+                 "address": host.address}
                 for index, host in table.live()
             ],
             "pending_count": len(self._pending),

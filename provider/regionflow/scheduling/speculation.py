@@ -24,8 +24,8 @@ Rules (FLIP-168 / seed 001, with Flink's later input-size refinement):
   as long); the ``min_runtime`` floor still applies. One attempt without a size turns it off for
   the whole call, so all shards are judged on the same basis.
 
-Why ``min_runtime`` defaults to 10 s: Flink uses 1 min and Spark 100 ms, but every attempt here
-is a Spark submission that needs about 10 s just to start (see DESIGN.md). Below that floor every
+Why ``min_runtime`` defaults to 10 s: Flink uses 1 min, but every attempt here can be a new
+submission of the runtime that needs about 10 s just to start (see DESIGN.md). Below that floor every
 shard of a fast region would look slow next to a quick median and get copied, doubling the load
 for nothing.
 

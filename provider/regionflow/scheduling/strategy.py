@@ -1,7 +1,7 @@
 """Region scheduling strategy (FLIP-119): which pipelined regions may start, restart, release data.
 
 The strategy hands out *units*: by default each execution region is a unit; a runner that starts one
-Spark submission per shard of regions passes the shards as units (`units=`), and then a unit's
+submission per shard of regions passes the shards as units (`units=`), and then a unit's
 inputs are the groups its regions read from outside the unit.
 
 Readiness is tracked per blocking partition group, not per vertex: a unit becomes schedulable when

@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..localfiles import write_text_atomically
-from ..masters import Master, MasterKind
 from ..scheduling.hosts import Host
+from .masters import Master, MasterKind
+from .targets import spark_target
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 POD_TEMPLATE_KEY = "spark.kubernetes.executor.podTemplateFile"
@@ -75,12 +76,12 @@ def excluded_nodes(host: Host, hosts: Iterable[Host], blocked_hosts: Callable[[]
     """The job's blocked hosts that are nodes of a YARN or Kubernetes `host`'s master (hosts of `hosts`
     declared with the same master). `blocked_hosts` is only called for such a host: the blocklist is
     read where it is needed, not for every attempt."""
-    master = Master.parse(host.spark.master)
+    master = spark_target(host).parsed
     if master.kind not in (MasterKind.YARN, MasterKind.KUBERNETES):
         return []
     blocked = set(blocked_hosts())
     return sorted(other.name for other in hosts
-                  if other.name in blocked and Master.parse(other.spark.master).url == master.url)
+                  if other.name in blocked and spark_target(other).parsed.url == master.url)
 
 
 __all__ = ["excluded_nodes", "exclusion_conf", "pod_template", "write_pod_template"]

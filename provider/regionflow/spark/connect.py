@@ -41,6 +41,7 @@ from .submit import (
     spark_child_env,
     spark_submit_binary,
 )
+from .targets import spark_target
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_BASE_PORT = 15002  # Spark Connect's own default port; host i of a cluster gets base + i
@@ -106,6 +107,7 @@ class ConnectServer:
         if not 1 <= int(port) <= 65535:
             raise SubmitConfigError(f"host {host.name!r}: Spark Connect port {port} is not a TCP port (1-65535)")
         self.host = host
+        self.target = spark_target(host)
         self.port = int(port)
         self.state_dir = os.path.abspath(state_dir)
         self.conf = dict(conf or {})
@@ -138,7 +140,7 @@ class ConnectServer:
 
     def command(self) -> list[str]:
         """The spark-submit command line of this host's server."""
-        master = sized_master(self.host.spark.master, self.host.slots)
+        master = sized_master(self.target.master, self.host.slots)
         conf = {
             "spark.connect.grpc.binding.address": LOOPBACK,
             "spark.connect.grpc.binding.port": str(self.port),
@@ -192,13 +194,13 @@ class ConnectServer:
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         write_text_atomically(self.allocation_path, FAIR_DEFAULT_POOL)
         env = classic_spark_env()
-        with open(self.log_path, "ab") as log, pinned_cpus(self.host.spark.cpu_affinity):
+        with open(self.log_path, "ab") as log, pinned_cpus(self.target.cpu_affinity):
             try:
                 process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
                                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
             except OSError as error:
                 raise SessionServerError(f"host {self.host.name!r}: cannot start spark-submit: {error}") from error
-        state = ServerState(self.host.name, process.pid, self.port, self.host.spark.master, self.log_path,
+        state = ServerState(self.host.name, process.pid, self.port, self.target.master, self.log_path,
                             time.time())
         _write_json(self.state_path, asdict(state))
         return self._wait_ready(process.pid, timeout, process)

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..core.resources import ResourceProfile
-from ..masters import Master, MasterKind
+from .masters import Master, MasterKind
 
 GPU = "gpu"
 # Spark keeps 300 MiB of every heap for itself and refuses a JVM whose usable heap is under 1.5x

@@ -53,9 +53,9 @@ from typing import Any
 from ..airflow_internals import capture_hook_log, hook_process
 from ..core.errors import RegionflowError, SpecError
 from ..core.resources import ResourceProfile
-from ..masters import Master, MasterKind
 from ..processes import DEFAULT_KILL_GRACE_SECONDS, terminate_process_group
 from .cluster_managers import exclusion_conf
+from .masters import Master, MasterKind
 from .sizing import SizedConf, sized_conf
 
 log = logging.getLogger(__name__)
@@ -202,7 +202,7 @@ def _check_slots(slots: int) -> None:
 
 
 def sized_master(master: str, slots: int) -> Master:
-    """`master` parsed (`regionflow.masters`) for a submission of `slots` slots (``local[slots]`` for a
+    """`master` parsed (`regionflow.spark.masters`) for a submission of `slots` slots (``local[slots]`` for a
     local master); a `SubmitConfigError` names an unsupported one, or a missing provider it needs."""
     try:
         parsed = Master.parse(master).sized(slots)

@@ -17,15 +17,16 @@ from typing import Any
 from ..core.graph import Distribution
 from ..core.plan import Plan, Shard
 from ..core.resources import UNKNOWN, ResourceProfile
-from ..masters import Master, MasterKind
 from ..scheduling.hosts import Host
 from ..scheduling.strategy import RegionScheduler
 from .cluster_managers import write_pod_template
 from .descriptors import PartitionLocation
+from .masters import MasterKind
 from .program import CHECKSUM_MODULUS, resolve_sink_path
 from .sizing import slot_size
 from .store import UNIT_COLUMN, PartitionStore
 from .submit import RegionSubmission, build_submit_kwargs
+from .targets import spark_target
 from .task import UnitTask, unit_key_for
 
 ENTRY_POINT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py")
@@ -191,10 +192,11 @@ def grant_target(slot_hosts: Sequence[str], host_of: Callable[[str], Host], *,
     if not counts:
         raise ValueError("a grant has at least one slot")
     first = host_of(next(iter(counts)))
-    if first.spark.is_local or not pool_masters:
+    first_target = spark_target(first)
+    if first_target.is_local or not pool_masters:
         shared = [first.name]
     else:
-        shared = [name for name in counts if host_of(name).spark.master == first.spark.master]
+        shared = [name for name in counts if spark_target(host_of(name)).master == first_target.master]
     slots = sum(counts[name] for name in shared)
     held = len(slot_hosts) - slots
     if not held:
@@ -217,18 +219,19 @@ def unit_submission(task: UnitTask, task_path: str, host: Host, slots: int, job_
                     py_files: Sequence[str], *, on_line: Callable[[str], None] | None = None,
                     forward_output: bool = True, conn_id: str | None = None) -> RegionSubmission:
     task.write(task_path)
-    master = Master.parse(host.spark.master)
+    target = spark_target(host)
+    master = target.parsed
     pod_template = None
     if task.excluded_nodes and master.kind is MasterKind.KUBERNETES:
         pod_template = write_pod_template(os.path.dirname(os.path.abspath(task_path)), task.excluded_nodes)
     kwargs = build_submit_kwargs(
-        application=ENTRY_POINT, application_args=["--task", task_path], master=host.spark.master,
+        application=ENTRY_POINT, application_args=["--task", task_path], master=target.master,
         slots=slots, slot_profile=slot_size([ResourceProfile.from_dict(task.slot_request)], host.slot_profile),
         job_conf=default_conf(slots, job_conf),
         py_files=py_files, name=f"regionflow {task.unit_name} {task.attempt_id}", conn_id=conn_id,
         env_vars=driver_env(task.job), excluded_nodes=task.excluded_nodes, pod_template_file=pod_template,
     )
-    return RegionSubmission(ENTRY_POINT, kwargs, cpu_affinity=host.spark.cpu_affinity, on_line=on_line,
+    return RegionSubmission(ENTRY_POINT, kwargs, cpu_affinity=target.cpu_affinity, on_line=on_line,
                             forward_output=forward_output)
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.attempts import AttemptState
-from ..masters import Master, MasterKind, master_problem
+from .masters import Master, MasterKind, master_problem
 from .store import CommittedUnit, PartitionStore
 
 DEFAULT_WATCH_INTERVAL_S = 1.0

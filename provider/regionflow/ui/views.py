@@ -13,6 +13,7 @@ from typing import Any
 
 from ..scheduling.hosts import Cluster
 from ..scheduling.speculation import METRIC_PREFIX
+from ..spark.targets import spark_target
 from ..store import RegionflowStore, dag_id_of_job, job_id_for
 from ..store.coordination import STOPPED_AFTER_S
 from ..store.records import GrantRecord
@@ -34,7 +35,7 @@ def cluster_view(store: RegionflowStore | None, cluster: Cluster, *, may_see: Da
             used[host] += 1
     blocks = store.active_blocks(now) if store is not None else []
     hosts: list[dict[str, Any]] = [{"name": host.name, "slots": host.slots, "used": used.get(host.name, 0),
-              "free": max(0, host.slots - used.get(host.name, 0)), "master": host.spark.master,
+              "free": max(0, host.slots - used.get(host.name, 0)), "master": spark_target(host).master,
               "slot_profile": str(host.slot_profile)} for host in cluster]
     free_total = sum(h["free"] for h in hosts)
     waiting = store.waiting_grants() if store is not None else []  # in admission order: the FIFO order

@@ -20,7 +20,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from .core.errors import SpecError
+from ..core.errors import SpecError
 
 _LOCAL_RE = re.compile(r"^local(?:\[(\d+|\*)\])?$")
 _ENDPOINT_RE = re.compile(r"^([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$")
