@@ -23,8 +23,8 @@ import textwrap
 import time
 from datetime import datetime
 
-from regionflow.embedded import EmbeddedAirflow
 from regionflow.store import RegionflowStore
+from regionflow.testing import EmbeddedAirflow
 
 SMALL = '''
 from datetime import datetime

@@ -2,7 +2,7 @@
 
 One embedded stack (api-server, scheduler, dag-processor, triggerer; SQLite). For each repetition and
 each executor the scheduler is restarted with that executor, every chosen example DAG
-(`regionflow.conformance.BUNDLED_EXAMPLES`) is triggered at once, and the wall time from the first
+(`regionflow.testing.conformance.BUNDLED_EXAMPLES`) is triggered at once, and the wall time from the first
 trigger to the last run's end is taken. Printed per executor: runs, scheduler crashes (must be 0),
 runs whose states differ from LocalExecutor's, and the median wall time, with the ratio to LocalExecutor.
 
@@ -17,7 +17,8 @@ import argparse
 import statistics
 import tempfile
 
-from regionflow.conformance import (
+from regionflow.testing import EmbeddedAirflow
+from regionflow.testing.conformance import (
     EXAMPLE_DAG_IDS,
     LOCAL_EXECUTOR,
     REGION_EXECUTOR,
@@ -26,7 +27,6 @@ from regionflow.conformance import (
     differences,
     run_examples,
 )
-from regionflow.embedded import EmbeddedAirflow
 
 
 def scheduler_process(stack: EmbeddedAirflow):

@@ -9,7 +9,7 @@ shards) three times in the same invocation:
 3. host a slowed down, speculation on (the detector's settings are printed).
 
 "Slowed down" is real CPU contention, not a sleep in the job: CPU hogs pinned to core 0 in their
-own sessions (`regionflow.slow_host.CpuHogs`), from the trigger to the end of the run
+own sessions (`regionflow.testing.slow_host.CpuHogs`), from the trigger to the end of the run
 (``--slowdown whole-run``) or until every shard of the 8-shard region task has committed
 (``--slowdown first-region``: a host that is slow for a while, the long tail speculation is for).
 Printed per run: its makespan (DAG run start to end), the span of the sharded task (first shard
@@ -43,10 +43,10 @@ import threading
 import time
 from datetime import datetime
 
-from regionflow.embedded import EmbeddedAirflow
 from regionflow.operators.region import dag_run_outputs
-from regionflow.slow_host import CpuHogs
 from regionflow.store import RegionflowStore
+from regionflow.testing import EmbeddedAirflow
+from regionflow.testing.slow_host import CpuHogs
 
 SHARDS = 8
 SHARDED_TASK = "orders__clean"  # the region task with SHARDS shards

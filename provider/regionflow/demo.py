@@ -17,8 +17,8 @@ import sys
 import time
 from datetime import datetime
 
-from .embedded import EmbeddedAirflow
 from .operators.region import dag_run_outputs
+from .testing import EmbeddedAirflow
 
 DAG_ID = "orders_daily"
 

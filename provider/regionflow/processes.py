@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 DEFAULT_KILL_GRACE_SECONDS = 10.0
 
@@ -88,6 +90,64 @@ def start_ticks(pid: int) -> str | None:
     return fields[19]
 
 
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A live process: its pid, parent, process group, and whether its environment carries a tag."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    tagged: bool
+
+
+def tagged_processes(variable: str, value: str) -> dict[int, ProcessInfo]:
+    """Every live process of this user by pid, each saying whether its environment has
+    ``variable=value`` (a tag its starter put there, inherited by everything it starts)."""
+    marker = f"{variable}={value}".encode()
+    table = {}
+    for pid, parent, group in live_processes():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                tagged = marker in handle.read().split(b"\0")
+        except OSError:
+            continue
+        table[pid] = ProcessInfo(pid, parent, group, tagged)
+    return table
+
+
+def descendants(table: Mapping[int, ProcessInfo], roots: set[int]) -> set[int]:
+    """The pids below `roots` (children, their children, ...) in `table`, `roots` themselves excluded."""
+    children: dict[int, list[int]] = {}
+    for info in table.values():
+        children.setdefault(info.ppid, []).append(info.pid)
+    found, stack = set(), list(roots)
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def wait_until(condition: Callable[[], object], timeout: float, poll_seconds: float = 0.1) -> bool:
+    """Poll `condition` until it is true (True) or `timeout` seconds have passed (False)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_seconds)
+    return True
+
+
+def reap(process: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
+    """Collect the exit of a child we signalled; SIGKILL it if it has not exited within `timeout`."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+
+
 def _wait_group_empty(pgid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while process_group_members(pgid):
@@ -97,5 +157,6 @@ def _wait_group_empty(pgid: int, timeout: float) -> bool:
     return True
 
 
-__all__ = ["DEFAULT_KILL_GRACE_SECONDS", "kill_process_group", "live_processes", "process_group_members",
-           "signal_group", "signal_pids", "start_ticks", "terminate_process_group"]
+__all__ = ["DEFAULT_KILL_GRACE_SECONDS", "ProcessInfo", "descendants", "kill_process_group", "live_processes",
+           "process_group_members", "reap", "signal_group", "signal_pids", "start_ticks", "tagged_processes",
+           "terminate_process_group", "wait_until"]

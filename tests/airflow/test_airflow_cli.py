@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from regionflow.embedded import DEFAULT_EXECUTOR, EmbeddedAirflow
 from regionflow.store import RegionflowStore, job_id_for
+from regionflow.testing import DEFAULT_EXECUTOR, EmbeddedAirflow
 
 pytestmark = pytest.mark.timeout(600)
 

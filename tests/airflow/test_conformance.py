@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from regionflow.conformance import (
+from regionflow.store import RegionflowStore
+from regionflow.testing import EmbeddedAirflow
+from regionflow.testing.conformance import (
     EXAMPLE_DAG_IDS,
     LOCAL_EXECUTOR,
     STACK_CONFIG,
@@ -19,8 +21,6 @@ from regionflow.conformance import (
     differences,
     run_examples,
 )
-from regionflow.embedded import EmbeddedAirflow
-from regionflow.store import RegionflowStore
 
 HERE = os.path.dirname(__file__)
 pytestmark = pytest.mark.timeout(1800)

@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from regionflow.embedded import EmbeddedAirflow
 from regionflow.operators.region import dag_run_outputs
+from regionflow.testing import EmbeddedAirflow
 
 DAGS = os.path.join(os.path.dirname(__file__), "dags_e2e")
 MODES = ("all-blocking", "forward-pipelined-only", "pointwise-pipelined-only", "all-pipelined")

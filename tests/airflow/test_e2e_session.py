@@ -9,9 +9,9 @@ import shutil
 import pytest
 from test_e2e import DAGS, MODES, run
 
-from regionflow.embedded import EmbeddedAirflow
 from regionflow.operators.region import dag_run_outputs
 from regionflow.store import RegionflowStore
+from regionflow.testing import EmbeddedAirflow
 
 pytestmark = pytest.mark.timeout(1200)
 

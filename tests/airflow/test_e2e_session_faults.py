@@ -9,9 +9,9 @@ import pytest
 from test_e2e import run
 from test_e2e_session import task_log_file
 
-from regionflow.embedded import EmbeddedAirflow
 from regionflow.operators.region import dag_run_outputs
 from regionflow.store import RegionflowStore
+from regionflow.testing import EmbeddedAirflow
 
 pytestmark = pytest.mark.timeout(900)
 HERE = os.path.dirname(__file__)

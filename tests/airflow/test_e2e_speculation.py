@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from regionflow.embedded import EmbeddedAirflow
 from regionflow.operators.region import dag_run_outputs
-from regionflow.slow_host import CpuHogs
 from regionflow.store import RegionflowStore, job_id_for
+from regionflow.testing import EmbeddedAirflow
+from regionflow.testing.slow_host import CpuHogs
 
 DAGS = os.path.join(os.path.dirname(__file__), "dags_speculation")
 DAG_ID = "orders_speculation"
@@ -31,7 +31,7 @@ class SlowHost(threading.Thread):
 
     Choosing the host from the first attempt (rather than up front) puts a multi-shard region on the
     slow host for sure: a single-shard region there (products) has no siblings to compare with, so
-    nothing could speculate it. Hogs: 2 at nice -10 in their own sessions (see regionflow.slow_host),
+    nothing could speculate it. Hogs: 2 at nice -10 in their own sessions (see regionflow.testing.slow_host),
     about 20x slower on that core. Once a copy has won the host recovers, so later regions run at
     full speed and the test stays short.
     """

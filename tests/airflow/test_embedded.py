@@ -1,4 +1,4 @@
-"""End-to-end tests of `regionflow.embedded.EmbeddedAirflow`: a real api-server, scheduler and
+"""End-to-end tests of `regionflow.testing.EmbeddedAirflow`: a real api-server, scheduler and
 dag-processor on SQLite, started once per module.
 
 The executor is a parameter of the stack; these tests use Airflow's own ``LocalExecutor`` so they
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from regionflow.embedded import ComponentFailed, EmbeddedAirflow, EmbeddedAirflowError
+from regionflow.testing import ComponentFailed, EmbeddedAirflow, EmbeddedAirflowError
 
 EXECUTOR = "LocalExecutor"
 TWO_TASKS_DAG = "rf_embedded_two_tasks"

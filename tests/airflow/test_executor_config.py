@@ -17,8 +17,8 @@ import sys
 import pytest
 from airflow.exceptions import AirflowConfigException
 
-from regionflow.embedded import DEFAULT_EXECUTOR, EmbeddedAirflow
 from regionflow.executors import RegionExecutor, RegionflowConfigError
+from regionflow.testing import DEFAULT_EXECUTOR, EmbeddedAirflow
 
 pytestmark = pytest.mark.timeout(600)
 

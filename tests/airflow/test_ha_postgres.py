@@ -13,8 +13,8 @@ import time
 import pytest
 from test_shared_pool import fifo_violations, overlapping_holders
 
-from regionflow.embedded import EmbeddedAirflow
 from regionflow.store import GrantState, RegionflowStore
+from regionflow.testing import EmbeddedAirflow
 
 HERE = os.path.dirname(__file__)
 RUNS = 20

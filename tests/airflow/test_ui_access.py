@@ -9,11 +9,10 @@ import json
 import os
 import shutil
 
-import httpx
 import pytest
 
-from regionflow.embedded import EmbeddedAirflow
 from regionflow.store import RegionflowStore
+from regionflow.testing import EmbeddedAirflow
 
 DAGS = os.path.join(os.path.dirname(__file__), "dags_access")
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
@@ -45,17 +44,13 @@ def stack(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ana(stack):
-    with httpx.Client(base_url=stack.api_url, timeout=60.0, trust_env=False) as http:
-        token = http.post("/auth/token", json={"username": "ana", "password": "ana-password"})
-        assert token.status_code == 201, token.text
-        http.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+    with stack.http_client("ana", "ana-password") as http:
         yield http
 
 
 @pytest.fixture(scope="module")
 def admin(stack):
-    with httpx.Client(base_url=stack.api_url, timeout=60.0, trust_env=False) as http:
-        http.headers["Authorization"] = f"Bearer {stack.token()}"
+    with stack.http_client() as http:
         yield http
 
 

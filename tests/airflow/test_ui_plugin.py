@@ -9,10 +9,9 @@ import shutil
 import time
 from urllib.parse import quote
 
-import httpx
 import pytest
 
-from regionflow.embedded import EmbeddedAirflow
+from regionflow.testing import EmbeddedAirflow
 
 DAGS = os.path.join(os.path.dirname(__file__), "dags_ui")
 pytestmark = pytest.mark.timeout(900)
@@ -33,9 +32,7 @@ def stack(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(stack):
-    # 120 s: on SQLite a task start and a trigger can lock Airflow's database for up to its 30 s busy
-    # timeout, and the api-server's one worker answers nothing meanwhile (seen here once)
-    with httpx.Client(base_url=stack.api_url, timeout=120.0, trust_env=False) as http:
+    with stack.http_client(anonymous=True) as http:  # each test says who it is (headers=auth(stack))
         yield http
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from regionflow.slow_host import CpuHogs
+from regionflow.testing.slow_host import CpuHogs
 
 
 def session_of(pid: int) -> int:

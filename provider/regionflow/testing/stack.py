@@ -1,0 +1,485 @@
+"""An embedded, real Airflow 3.3 stack on 127.0.0.1 for the demo, the end-to-end tests and users' DAG tests.
+
+`EmbeddedAirflow` owns one Airflow home: its ``airflow.cfg`` (SQLite metadata DB, executor, fast
+loops, generated secrets, the simple auth manager's admin password file), the ``airflow db migrate``
+that prepares it, the component processes (api-server, scheduler, dag-processor and triggerer, as in a
+real installation: deferrable operators need the triggerer) with their logs in
+``<home>/logs/<component>.log``, and a small client of the public REST API v2 (token, DAGs, import
+errors, runs, task instances, task logs, marking and clearing task instances).
+
+Configuration lives in ``<home>/airflow.cfg`` only. Every child gets ``AIRFLOW_HOME`` and
+``AIRFLOW_CONFIG`` pointing at it and no inherited ``AIRFLOW__SECTION__KEY`` variables, because
+those override the file: a developer's shell (or the Makefile's ``AIRFLOW__CORE__LOAD_EXAMPLES``)
+cannot then change the stack, and any process started later with the same ``AIRFLOW_HOME`` (task
+processes, Spark drivers, a developer's ``airflow`` CLI) reads exactly the same settings.
+
+Everything stays on loopback: the api-server binds 127.0.0.1, and the scheduler and the triggerer
+run with ``--skip-serve-logs`` because Airflow's worker log server binds every interface (``host=""``
+in ``airflow.utils.serve_logs``) with no option to change it, whatever the executor's
+``serve_logs``. The api-server reads task logs from the shared local ``[logging] base_log_folder``
+instead; ``[core] hostname_callable`` answers 127.0.0.1, so its attempt to fetch a running task's
+log from the (absent) log server never leaves loopback either.
+
+Every process of the stack carries a tag in its environment, so `stop()` also finds the processes
+that left the component process groups (task processes call ``setpgid``; BashOperator starts a new
+session) and leaves none behind. It stops the api-server last: terminated tasks report their end
+through the execution API instead of retrying against a server that is gone.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from ..processes import (
+    ProcessInfo,
+    descendants,
+    reap,
+    signal_group,
+    signal_pids,
+    start_ticks,
+    tagged_processes,
+    wait_until,
+)
+from .airflow_config import (
+    LOOPBACK,
+    config_sections,
+    ensure_admin_password,
+    free_port,
+    render_config,
+    stack_secrets,
+    use_wal,
+    write_private,
+)
+from .errors import ComponentFailed, EmbeddedAirflowError, StartTimeout
+from .rest_client import POLL_SECONDS, AirflowRestClient
+
+DEFAULT_EXECUTOR = "regionflow.executors.RegionExecutor"
+DEFAULT_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+KNOWN_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+STACK_TAG_VARIABLE = "REGIONFLOW_EMBEDDED_STACK"
+
+# The log server binds all interfaces, so it is never started; see the module docstring.
+_COMPONENT_ARGS: dict[str, tuple[str, ...]] = {
+    "api-server": ("api-server", "--host", LOOPBACK),
+    "scheduler": ("scheduler", "--skip-serve-logs"),
+    "dag-processor": ("dag-processor",),
+    "triggerer": ("triggerer", "--skip-serve-logs"),
+}
+# Key of each component in GET /api/v2/monitor/health.
+_HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
+# stop() order: the api-server last, so terminated tasks can still report through the execution API.
+_STOP_STAGES: tuple[tuple[str, ...], ...] = (("scheduler", "triggerer", "dag-processor"), ("api-server",))
+_LOG_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class _Component:
+    """One running Airflow component: its name, its process (a process-group leader), its log."""
+
+    name: str
+    process: subprocess.Popen
+    log_path: str
+
+
+class EmbeddedAirflow(AirflowRestClient):
+    """A real Airflow stack (SQLite, simple auth manager) on 127.0.0.1; a context manager."""
+
+    def __init__(
+        self,
+        home: str,
+        dags_folder: str,
+        *,
+        executor: str = DEFAULT_EXECUTOR,
+        regionflow_options: Mapping[str, str] | None = None,
+        extra_config: Mapping[str, Mapping[str, str]] | None = None,
+        parallelism: int = 32,
+        components: Sequence[str] = DEFAULT_COMPONENTS,
+        plugins_folder: str | None = None,
+        env: Mapping[str, str] | None = None,
+        setup_commands: Sequence[Sequence[str]] = (),
+        database_url: str | None = None,
+        schedulers: int = 1,
+    ) -> None:
+        """`home`: the Airflow home (created); `dags_folder`: the DAG bundle's folder; `executor`:
+        ``[core] executor``; `regionflow_options`: the ``[regionflow]`` section, passed through as
+        given; `extra_config`: ``{section: {key: value}}`` written last, over every default here;
+        `components`: which Airflow components run (the api-server always); `plugins_folder`:
+        default ``<home>/plugins``; `env`: extra environment for every component (e.g. Spark's);
+        `setup_commands`: ``airflow`` commands (argv after ``airflow``) run in order after ``db
+        migrate`` and before the components start (``["teams", "create", "ops"]``); `database_url`:
+        Airflow's metadata database (default: SQLite in `home`; e.g. a PostgreSQL URL); `schedulers`:
+        how many scheduler processes run (Airflow's HA setup needs a server database for more than one).
+        """
+        if schedulers < 1 or (schedulers > 1 and (database_url or "sqlite").startswith("sqlite")):
+            raise EmbeddedAirflowError(f"schedulers={schedulers}: one scheduler at least, and more than one "
+                                       f"only on a server database (give database_url, e.g. PostgreSQL)")
+        _check_components(components)
+        self.home = os.path.abspath(home)
+        self.dags_folder = os.path.abspath(dags_folder)
+        self.executor = executor
+        self.regionflow_options = dict(regionflow_options or {})
+        self.extra_config = {section: dict(options) for section, options in (extra_config or {}).items()}
+        self.parallelism = parallelism
+        self.components = tuple(components)
+        self.plugins_folder = os.path.abspath(plugins_folder or os.path.join(self.home, "plugins"))
+        self.extra_env = dict(env or {})
+        self.setup_commands = [list(command) for command in setup_commands]
+        self.database_url = database_url
+        self.schedulers = schedulers
+        self.timings: dict[str, float] = {}
+        self._stack_tag = uuid.uuid4().hex
+        self._port: int | None = None
+        self._running: list[_Component] = []
+        self._token: str | None = None
+        self._http: httpx.Client | None = None
+        self.session_servers = self._session_servers()
+
+    def _session_servers(self) -> Any:
+        """The Spark Connect servers of the session backend, the default (None with ``backend = submit``); free ports
+        unless ``session_base_port`` is given."""
+        if (str(self.regionflow_options.get("backend") or "").strip().lower() or "session") != "session":
+            return None
+        from ..config import RegionflowConfig
+        from ..spark.backends import configured_servers
+        from ..spark.connect import free_port
+
+        if not self.regionflow_options.get("session_base_port"):
+            self.regionflow_options["session_base_port"] = str(free_port())
+        self.regionflow_options.setdefault("session_state_dir", os.path.join(self.home, "regionflow-sessions"))
+        return configured_servers(RegionflowConfig.from_values(lambda name: self.regionflow_options.get(name),
+                                                               self.home))
+
+    # ---- paths -----------------------------------------------------------------------------
+
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.home, "airflow.cfg")
+
+    @property
+    def passwords_path(self) -> str:
+        """The simple auth manager's password file (JSON, mode 0600); the password is never logged."""
+        return os.path.join(self.home, "simple_auth_manager_passwords.json")
+
+    @property
+    def logs_dir(self) -> str:
+        return os.path.join(self.home, "logs")
+
+    def log_path(self, component: str) -> str:
+        return os.path.join(self.logs_dir, f"{component}.log")
+
+    @property
+    def database_path(self) -> str:
+        """Airflow's SQLite metadata database (WAL mode, see `_migrate`)."""
+        return os.path.join(self.home, "airflow.db")
+
+    @property
+    def api_url(self) -> str:
+        if self._port is None:
+            raise EmbeddedAirflowError("api-server: no port yet; call write_config() or start() first")
+        return f"http://{LOOPBACK}:{self._port}"
+
+    # ---- configuration ---------------------------------------------------------------------
+
+    def write_config(self) -> str:
+        """Write ``<home>/airflow.cfg`` (a fresh api port each time, secrets kept); return its path."""
+        for folder in (self.home, self.logs_dir, self.dags_folder, self.plugins_folder):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        self._port = free_port()
+        config = config_sections(self, self._port, stack_secrets(self.config_path))
+        write_private(self.config_path, render_config(config))
+        ensure_admin_password(self.passwords_path)
+        return self.config_path
+
+
+    def child_env(self) -> dict[str, str]:
+        """Environment of every component: no inherited AIRFLOW__ overrides, this home, the tag."""
+        env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW__")}
+        venv_bin = os.path.dirname(sys.executable)
+        env.update({
+            "AIRFLOW_HOME": self.home,
+            "AIRFLOW_CONFIG": self.config_path,
+            "PATH": venv_bin + os.pathsep + env.get("PATH", ""),
+            "PYTHONUNBUFFERED": "1",
+            STACK_TAG_VARIABLE: self._stack_tag,
+        })
+        env.update(self.extra_env)
+        return env
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self, timeout: float = 180.0) -> EmbeddedAirflow:
+        """Write the config, migrate the DB, start the components; return once all are healthy.
+
+        Raises `ComponentFailed` when ``db migrate`` or a component exits, `StartTimeout` when the
+        stack is not healthy `timeout` seconds after the call; either way nothing is left running.
+        """
+        if self._running:
+            raise EmbeddedAirflowError(f"the embedded Airflow in {self.home} is already started")
+        deadline = time.monotonic() + timeout
+        self.write_config()
+        try:
+            self.timings["db_migrate_s"] = self._migrate(deadline - time.monotonic())
+            if not self.database_url:
+                use_wal(self.database_path)
+            for command in self.setup_commands:
+                self._airflow_command(command, deadline - time.monotonic())
+            started = time.monotonic()
+            atexit.register(self.stop)
+            for component in self.components:
+                copies = self.schedulers if component == "scheduler" else 1
+                self._running.extend(self._spawn(component) for _ in range(copies))
+            self._wait_until_healthy(deadline, timeout)
+            self.timings["start_to_healthy_s"] = round(time.monotonic() - started, 2)
+            self._start_session_servers(deadline - time.monotonic())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, grace_seconds: float = 15.0) -> None:
+        """Stop the stack and leave no process behind; idempotent.
+
+        Stage by stage (`_STOP_STAGES`): SIGTERM, then wait up to `grace_seconds`; SIGKILL whatever
+        is left at the end. The api-server goes last so that task processes, terminated with the
+        scheduler, can still report their end through the execution API instead of retrying.
+        """
+        atexit.unregister(self.stop)
+        started = time.monotonic()
+        self.close_client()
+        if self.session_servers is not None:
+            self.session_servers.stop()
+        if self._running or self._tagged_pids():
+            # Every process seen as the stack's, by pid and start time: one whose parent dies first is
+            # reparented and, without the tag in its environment, no longer found by pids(); it is still
+            # the stack's and killed at the end.
+            seen: dict[int, str] = {}
+            for index, stage in enumerate(_STOP_STAGES):
+                self._remember(seen)
+                later = {name for names in _STOP_STAGES[index + 1:] for name in names}
+                self._terminate_stage(stage, later, grace_seconds)
+
+            def left() -> list[int]:
+                return sorted(set(self.pids()) | {pid for pid, start in seen.items() if start_ticks(pid) == start})
+
+            if left():
+                signal_pids(left(), signal.SIGKILL)
+                wait_until(lambda: not left(), 10.0)
+        for component in self._running:
+            reap(component.process)
+        if self._running:
+            self.timings["stop_s"] = round(time.monotonic() - started, 2)
+        self._running = []
+
+    def _remember(self, seen: dict[int, str]) -> None:
+        for pid in self.pids():
+            start = start_ticks(pid)
+            if start is not None:
+                seen.setdefault(pid, start)
+
+    def _terminate_stage(self, stage: tuple[str, ...], later: set[str], grace_seconds: float) -> None:
+        """SIGTERM `stage`: its components' groups and every other process of the stack outside the
+        groups of `later` components (task processes run in groups or sessions of their own)."""
+        spared = {c.process.pid for c in self._running if c.name in later}
+
+        def stage_pids() -> list[int]:
+            return [pid for pid, info in self._processes().items() if info.pgid not in spared]
+
+        for component in self._running:
+            if component.name in stage:
+                signal_group(component.process.pid, signal.SIGTERM)
+        signal_pids(stage_pids(), signal.SIGTERM)
+        wait_until(lambda: not stage_pids(), grace_seconds)
+
+    def __enter__(self) -> EmbeddedAirflow:
+        # `with EmbeddedAirflow(...).start(timeout=...) as stack:` must not start twice.
+        return self if self._running else self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def pids(self) -> list[int]:
+        """Live processes of the stack: component groups, their descendants, tagged processes."""
+        return sorted(self._processes())
+
+    def _processes(self) -> dict[int, ProcessInfo]:
+        table = tagged_processes(STACK_TAG_VARIABLE, self._stack_tag)
+        leaders = {component.process.pid for component in self._running}
+        found = {info.pid for info in table.values() if info.tagged or info.pgid in leaders}
+        return {pid: table[pid] for pid in found | descendants(table, leaders | found)}
+
+    def _tagged_pids(self) -> list[int]:
+        return [info.pid for info in tagged_processes(STACK_TAG_VARIABLE, self._stack_tag).values() if info.tagged]
+
+    def pids_of(self, component: str) -> list[int]:
+        """The pids of every running process of `component` (several schedulers, say)."""
+        return [c.process.pid for c in self._running if c.name == component]
+
+    def components_running(self) -> dict[str, int]:
+        """Each running component and its process id."""
+        return {component.name: component.process.pid for component in self._running}
+
+    def log_tail(self, component: str, lines: int = _LOG_TAIL_LINES) -> str:
+        return _tail(self.log_path(component), lines)
+
+    def log_tails(self) -> str:
+        return "\n".join(
+            f"--- {name} ({self.log_path(name)}) ---\n{self.log_tail(name)}" for name in self.components
+        )
+
+    def _migrate(self, timeout: float) -> float:
+        """Run ``airflow db migrate``; return how long it took in seconds."""
+        return self._airflow_command(["db", "migrate"], timeout)
+
+    def _airflow_command(self, argv: Sequence[str], timeout: float) -> float:
+        """Run ``airflow <argv>`` with the stack's config; return how long it took in seconds.
+        `ComponentFailed` (with the end of its log) when it fails or runs over `timeout`."""
+        name = "-".join(argv[:2])  # the log's name: db-migrate, teams-create
+        log_path = self.log_path(name)
+        started = time.monotonic()
+        with open(log_path, "ab") as log_file:
+            try:
+                code: int | None = subprocess.run(
+                    [sys.executable, "-m", "airflow", *argv], stdin=subprocess.DEVNULL,
+                    stdout=log_file, stderr=subprocess.STDOUT, env=self.child_env(), cwd=self.home,
+                    timeout=max(timeout, 1.0), start_new_session=True,
+                ).returncode
+            except subprocess.TimeoutExpired:
+                code = None
+        if code != 0:
+            outcome = f"exited with code {code}" if code is not None else f"ran over the {timeout:.0f} s left"
+            command = " ".join(["airflow", *argv])
+            raise ComponentFailed(name, log_path, f"{command} {outcome}; its log ({log_path}) ends with:\n"
+                                                  f"{_tail(log_path)}")
+        return round(time.monotonic() - started, 2)
+
+    def _start_session_servers(self, timeout: float) -> None:
+        """With ``[regionflow] backend = session``, one Spark Connect server per host of the cluster, as
+        `regionflow session start` would start them beside a real installation; stopped by `stop()`."""
+        if self.session_servers is None:
+            return
+        began = time.monotonic()
+        self.session_servers.start(timeout=max(timeout, 60.0))
+        self.timings["session_servers_s"] = round(time.monotonic() - began, 2)
+
+    def restart(self, component: str, env: Mapping[str, str] | None = None, timeout: float = 120.0) -> None:
+        """Stop one running component (SIGTERM, then SIGKILL after 15 s) and start it again with `env`
+        added to its environment, e.g. ``{"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}`` for the
+        scheduler; returns once the stack is healthy again."""
+        matching: list[_Component | None] = [c for c in self._running if c.name == component]
+        [old] = matching or [None]
+        if old is None:
+            raise EmbeddedAirflowError(f"{component} is not running in the embedded Airflow in {self.home}")
+        signal_group(old.process.pid, signal.SIGTERM)
+        if not wait_until(lambda: old.process.poll() is not None, 15.0):
+            signal_group(old.process.pid, signal.SIGKILL)
+        reap(old.process)
+        self._running = [c for c in self._running if c is not old] + [self._spawn(component, env)]
+        self._wait_until_healthy(time.monotonic() + timeout, timeout)
+
+    def kill(self, component: str, index: int = 0) -> int:
+        """kill -9 of one component's main process only (its children, such as LocalExecutor's workers
+        and the tasks they run, are left as orphans, as when that process crashes); returns its pid.
+        The stack's stop() still ends the orphans (they carry the stack's tag)."""
+        matching = [c for c in self._running if c.name == component]
+        if index >= len(matching):
+            raise EmbeddedAirflowError(f"no {component} #{index} runs in the embedded Airflow in {self.home}")
+        victim = matching[index]
+        signal_pids([victim.process.pid], signal.SIGKILL)
+        reap(victim.process)
+        self._running = [c for c in self._running if c is not victim]
+        return victim.process.pid
+
+    def _spawn(self, component: str, env: Mapping[str, str] | None = None) -> _Component:
+        log_path = self.log_path(component)
+        command = [sys.executable, "-m", "airflow", *_COMPONENT_ARGS[component]]
+        if component == "api-server":
+            command += ["--port", str(self._port)]
+        with open(log_path, "ab") as log_file:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                env={**self.child_env(), **(env or {})}, cwd=self.home, start_new_session=True,
+            )
+        return _Component(component, process, log_path)
+
+    def _wait_until_healthy(self, deadline: float, timeout: float) -> None:
+        since = datetime.now(UTC)
+        while True:
+            self._fail_if_a_component_died()
+            health = self._health_or_none()
+            unhealthy = self._unhealthy_components(health, since)
+            if not unhealthy:
+                return
+            if time.monotonic() >= deadline:
+                raise StartTimeout(
+                    f"the embedded Airflow in {self.home} was not healthy within {timeout:.0f} s: "
+                    f"{', '.join(unhealthy)} not healthy (last health answer: {health}); raise the "
+                    f"timeout on a busy machine or read the logs:\n{self.log_tails()}"
+                )
+            time.sleep(POLL_SECONDS)
+
+    def _health_or_none(self) -> dict[str, Any] | None:
+        try:
+            response = self._client().get("/api/v2/monitor/health", timeout=5)
+        except httpx.HTTPError:
+            return None
+        return response.json() if response.status_code == 200 else None
+
+    def _unhealthy_components(self, health: Mapping[str, Any] | None, since: datetime) -> list[str]:
+        if health is None:
+            return ["api-server"]
+        return [
+            name for name in self.components
+            if name in _HEALTH_KEYS and not _healthy_since(health.get(_HEALTH_KEYS[name]) or {}, since)
+        ]
+
+    def _fail_if_a_component_died(self) -> None:
+        for component in self._running:
+            code = component.process.poll()
+            if code is not None:
+                raise ComponentFailed(
+                    component.name, component.log_path,
+                    f"the Airflow {component.name} exited with code {code}; its log ({component.log_path}) "
+                    f"ends with:\n{_tail(component.log_path)}",
+                )
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def _healthy_since(entry: Mapping[str, Any], since: datetime) -> bool:
+    """Healthy, and by a heartbeat of this start: the health endpoint reports the most recent job,
+    which on a restarted home may be the previous, stopped process's for up to 30 s."""
+    heartbeat = next((value for key, value in entry.items() if key.startswith("latest_") and value), None)
+    if entry.get("status") != "healthy" or heartbeat is None:
+        return False
+    beat = datetime.fromisoformat(heartbeat)
+    return (beat if beat.tzinfo else beat.replace(tzinfo=UTC)) >= since
+
+
+def _check_components(components: Sequence[str]) -> None:
+    unknown = [name for name in components if name not in KNOWN_COMPONENTS]
+    if unknown:
+        raise EmbeddedAirflowError(f"unknown component(s) {unknown}; choose from {list(KNOWN_COMPONENTS)}")
+    if "api-server" not in components:
+        raise EmbeddedAirflowError("the api-server is required: it serves the execution API and the health check")
+
+
+def _tail(path: str, lines: int = _LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+__all__ = ["DEFAULT_COMPONENTS", "DEFAULT_EXECUTOR", "KNOWN_COMPONENTS", "STACK_TAG_VARIABLE", "EmbeddedAirflow"]
