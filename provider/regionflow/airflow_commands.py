@@ -103,7 +103,7 @@ def dag_job(dag_id: str) -> JobGraph:
     from airflow import settings
     from airflow.models import DagBag
 
-    from .core.graph import REGISTERED_JOBS
+    from .operators.region import attached_job
 
     known = _dag_file_in_db(dag_id)
     for where in ([known] if known else []) + [settings.DAGS_FOLDER]:  # the file, else the folder (it moved)
@@ -113,7 +113,7 @@ def dag_job(dag_id: str) -> JobGraph:
             break
     if dag is None:
         raise SpecError(_not_found(dag_id, where, bag.import_errors))
-    graph = REGISTERED_JOBS.get(dag_id)
+    graph = attached_job(dag)
     if graph is None:
         raise SpecError(f"DAG {dag_id!r} ({dag.fileloc}) is not a regionflow DAG: its file does not call "
                         f"regionflow.transform(dag); declare its Spark work as SparkVertexOperators and call "

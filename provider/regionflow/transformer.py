@@ -9,7 +9,10 @@ vertex are linked to its region task. Each region task carries its slot requests
 ``executor_config["regionflow"]`` for the RegionExecutor's FIFO bulk pool, through the typed, versioned
 `regionflow.contract` (`RegionSlots`); the task of the first logical region also carries the plan's
 reference (the job spec, without functions, and the mode), which the UI plugin reads from the
-serialized DAG (the api-server parses no DAG file).
+serialized DAG (the api-server parses no DAG file). Each region task also carries the `JobGraph` itself
+(``regionflow_job``, which Airflow does not serialize) for the task process that parsed the DAG file, and
+the graph goes into the `collecting` registry when `load_dag_file_job` is the one importing the file;
+nothing is kept in process-global state.
 
 With ``speculation`` on (per DAG here, per vertex with ``SparkVertexOperator(speculation=...)``), every
 eligible mapped region task gets a `SpeculationSensor` task ``<region task id>__speculation`` with the
@@ -29,10 +32,11 @@ from .config import RegionflowConfig
 from .contract import NoSlots, RegionSlots, to_executor_config
 from .core.adaptive import decided, decided_plan
 from .core.errors import JobGraphError
-from .core.graph import Distribution, JobGraph, register_job
+from .core.graph import Distribution, JobGraph
 from .core.modes import ExchangeMode
 from .core.plan import Plan
-from .operators.region import RegionOperator
+from .core.registry import register_job
+from .operators.region import RegionOperator, attach_job
 from .operators.vertex import SparkVertexOperator
 from .scheduling.fit import misfits
 from .scheduling.speculation import SpeculationConfig, SpeculationPolicy, parse_switch
@@ -90,7 +94,9 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     flags = {vertex.task_id: vertex.speculation for vertex in vertices}
     policies, sensors = _speculation_tasks(dag, plan, layout, region_tasks, slots, flags, dag_speculation,
                                            spec_config, shards_limit, executor)
-    register_job(graph)
+    for task in region_tasks.values():
+        attach_job(task, graph)  # what the region tasks run, without any registry (not serialized)
+    register_job(graph)  # for load_dag_file_job, when it is the one importing this DAG file
     return TransformResult(plan, layout, region_tasks, policies, sensors)
 
 

@@ -337,3 +337,34 @@ def test_adaptive_vertices_are_decided_from_the_configured_slots_at_parse_time(c
     reference = task.partial_kwargs["executor_config"]["regionflow"]["plan"] if hasattr(task, "partial_kwargs") \
         else task.executor_config["regionflow"]["plan"]
     assert reference["parallelism"] == {"orders": 6, "totals": 6}
+
+
+def test_region_tasks_carry_the_job_which_stays_out_of_the_serialized_dag(config):
+    """transform leaves the JobGraph on each region task (plain and mapped), registers it nowhere global,
+    and Airflow's serialization (a fixed set of fields) does not see it."""
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    from regionflow.core.registry import JobRegistry, collecting, current_registry
+    from regionflow.operators.region import JOB_ATTRIBUTE, attached_job, registered_job
+
+    dag, result = example(config)
+    graph = result.plan.graph
+    assert current_registry() is None  # no collecting block here: nothing was kept
+    region_tasks = list(result.region_tasks.values())
+    assert {type(t).__name__ for t in region_tasks} == {"RegionOperator", "MappedOperator"}
+    assert all(getattr(task, JOB_ATTRIBUTE) is graph for task in region_tasks)
+    assert attached_job(dag) is graph and registered_job(dag) is graph
+    assert attached_job(new_dag("orders_daily")) is None  # a DAG without region tasks
+    subset = dag.partial_subset("products", include_upstream=False, include_downstream=False)
+    copied = attached_job(subset)  # a copied task (shallow_copy_attrs) shares the graph's vertices
+    assert copied is not None and copied.name == graph.name and copied.vertices is graph.vertices
+
+    serialized = DagSerialization.to_dict(dag)
+    assert JOB_ATTRIBUTE not in json.dumps(serialized)
+    restored = DagSerialization.from_dict(serialized)
+    assert all(not hasattr(task, JOB_ATTRIBUTE) for task in restored.tasks)
+
+    registry = JobRegistry()
+    with collecting(registry):
+        _, again = example(config)
+    assert registry.names() == ["orders_daily"] and registry.get("orders_daily") is again.plan.graph

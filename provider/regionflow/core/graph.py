@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any, cast
 
 from .errors import JobGraphError, RegionflowError, SpecError
+from .registry import JobRegistry, collecting
 from .resources import UNKNOWN, ResourceProfile
 
 
@@ -384,16 +385,6 @@ def _find_cycle(candidates: set[str], successors: Mapping[str, list[str]]) -> li
         path.append(node)
 
 
-REGISTERED_JOBS: dict[str, JobGraph] = {}  # filled by regionflow.transform(dag) while a DAG file is imported
-_IMPORTING: list[list[str]] = []  # names registered by each DAG file import in progress
-
-
-def register_job(graph: JobGraph) -> None:
-    REGISTERED_JOBS[graph.name] = graph
-    if _IMPORTING:
-        _IMPORTING[-1].append(graph.name)
-
-
 def load_job(reference: str) -> JobGraph:
     """Load a job from a JSON spec file, from ``package.module:attribute`` naming a JobGraph (or a
     zero-argument callable returning one), or from ``path/to/dag_file.py#dag_id`` (a DAG file that
@@ -412,7 +403,10 @@ def load_job(reference: str) -> JobGraph:
 
 def load_dag_file_job(path: str, name: str | None = None) -> JobGraph:
     """Import a DAG file (under a module name derived from its path) and return the job its
-    regionflow.transform() call registered: the one named `name`, or the only one."""
+    regionflow.transform() call registered: the one named `name`, or the only one.
+
+    Each file is imported once per process, inside ``collecting(registry)`` with a registry of its own,
+    which stays on the module (``__regionflow_jobs__``); nothing is kept anywhere else."""
     import hashlib
     import importlib.util
     import sys
@@ -428,28 +422,29 @@ def load_dag_file_job(path: str, name: str | None = None) -> JobGraph:
             raise AttributeError(f"no module loader for DAG file {path!r}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
-        _IMPORTING.append([])
+        collected = JobRegistry()
         try:
-            spec.loader.exec_module(module)
+            with collecting(collected):
+                spec.loader.exec_module(module)
         except RegionflowError:
             del sys.modules[module_name]
             raise
         except Exception as error:
             del sys.modules[module_name]
             raise SpecError(f"importing DAG file {path!r} failed: {type(error).__name__}: {error}") from error
-        finally:
-            registered = _IMPORTING.pop()
-        cast(Any, module).__regionflow_jobs__ = sorted(set(registered))  # our own attribute on the module
-    found = sys.modules[module_name].__regionflow_jobs__
+        cast(Any, module).__regionflow_jobs__ = collected  # our own attribute on the module
+    registry: JobRegistry = sys.modules[module_name].__regionflow_jobs__
+    found = registry.names()
     if name is None:
         if len(found) != 1:
             raise SpecError(f"DAG file {path!r} defines {len(found)} regionflow jobs ({', '.join(found) or 'none'}); "
                             "name one with --dag-id")
         name = found[0]
-    if name not in found:
+    graph = registry.get(name)
+    if graph is None:
         raise SpecError(f"DAG file {path!r} has no regionflow job {name!r}; it has: {', '.join(found) or 'none'} "
                         "(did the file call regionflow.transform(dag)?)")
-    return REGISTERED_JOBS[name]
+    return graph
 
 
 def _load_spec_file(path: str) -> JobGraph:

@@ -24,7 +24,7 @@ from ..config import RegionflowConfig
 from ..core.adaptive import decided
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
-from ..core.graph import REGISTERED_JOBS, JobGraph, load_dag_file_job
+from ..core.graph import JobGraph, load_dag_file_job
 from ..core.plan import Plan
 from ..localfiles import write_json_atomically
 from ..scheduling.hosts import Host
@@ -54,8 +54,31 @@ def dag_run_outputs(dag_file: str, dag_id: str, run_id: str, data_dir: str,
     return layout, PartitionStore(data_dir, run_key_for(dag_id, run_id))
 
 
+# The attribute transform() sets on each region task it creates (a RegionOperator, or the MappedOperator of
+# a region with several shards): the task's JobGraph. Airflow serializes a fixed set of operator fields
+# (BaseOperator.get_serialized_fields, partial_kwargs for a mapped one), so it never reaches the
+# serialized DAG; a task process that parsed the DAG file finds it on the DAG's tasks.
+JOB_ATTRIBUTE = "regionflow_job"
+
+
+def attach_job(task: Any, graph: JobGraph) -> None:
+    """Leave `graph` on a region task (or mapped region task) that transform() created."""
+    setattr(task, JOB_ATTRIBUTE, graph)
+
+
+def attached_job(dag) -> JobGraph | None:
+    """The JobGraph transform() left on the DAG's region tasks, if this DAG object was built by parsing
+    its file (a deserialized DAG has none)."""
+    for task in getattr(dag, "tasks", ()):
+        graph = getattr(task, JOB_ATTRIBUTE, None)
+        if isinstance(graph, JobGraph) and graph.name == dag.dag_id:
+            return graph
+    return None
+
+
 class RegionOperator(BaseOperator):
     ui_color = "#cfe8f7"
+    shallow_copy_attrs = (JOB_ATTRIBUTE,)  # a copied task (partial_subset) gets a shallow copy of the graph
 
     def __init__(self, *, mode: str, logical: int, max_shards: int, shard: int = 0,
                  watch_interval: float = DEFAULT_WATCH_INTERVAL_S, **kwargs: Any) -> None:
@@ -279,8 +302,9 @@ class PreparedUnit:
 
 
 def registered_job(dag) -> JobGraph:
-    """The job that transform() registered while this DAG file was parsed in this process."""
-    graph = REGISTERED_JOBS.get(dag.dag_id)
+    """The job that transform() built for this DAG: left on its region tasks when this process parsed the
+    DAG file, else imported again from ``dag.fileloc``."""
+    graph = attached_job(dag)
     if graph is None:
         graph = load_dag_file_job(dag.fileloc, dag.dag_id)
     return graph
