@@ -31,9 +31,9 @@ from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.examples import tpch, tpch_data
 from regionflow.scheduling.hosts import Cluster
+from regionflow.spark.filesystems import local_path
 from regionflow.spark.program import resolve_sink_path
 from regionflow.spark.runner import LocalRunner, RunOptions, run_reference
-from regionflow.spark.store import local_path
 
 
 def main() -> None:

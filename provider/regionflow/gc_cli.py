@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core.errors import SpecError
-from .spark.store import ATTEMPTS, UNITS, LocalFileSystem, local_path, run_key_for
+from .spark.filesystems import LocalFileSystem, local_path
+from .spark.store import ATTEMPTS, UNITS, run_key_for
 from .store.engine import STORE_URL_VARIABLE
 
 RETENTION_VARIABLE = "AIRFLOW__REGIONFLOW__PARTITION_RETENTION"

@@ -15,7 +15,7 @@ from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark import runner as runner_module
 from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
-from regionflow.spark.store import SinkCommitter
+from regionflow.spark.sinks import SinkCommitter
 
 ORDERS = "regionflow.examples.orders:job"
 pytestmark = pytest.mark.timeout(900)

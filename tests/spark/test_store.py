@@ -12,16 +12,13 @@ import threading
 import pytest
 
 from regionflow.core.errors import RegionflowError
+from regionflow.spark.filesystems import LocalFileSystem, StoreError, filesystem_for
+from regionflow.spark.sinks import SinkCommitter, SinkConflictError
 from regionflow.spark.store import (
     MANIFEST,
     SINK_MARKER,
     SUCCESS,
-    LocalFileSystem,
     PartitionStore,
-    SinkCommitter,
-    SinkConflictError,
-    StoreError,
-    filesystem_for,
     safe_component,
     vertex_component,
 )
@@ -480,7 +477,7 @@ def spark():
 
 
 def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
-    from regionflow.spark.store import HadoopFileSystem
+    from regionflow.spark.filesystems import HadoopFileSystem
 
     fs = HadoopFileSystem(spark)
     store = PartitionStore(f"file://{tmp_path}/data", "run-1", fs=fs)
@@ -530,7 +527,7 @@ def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
 
 def test_hadoop_sink_publish_and_blob_descriptor(spark, tmp_path):
     from regionflow.spark.descriptors import DescriptorCache, PartitionLocation, load_descriptor
-    from regionflow.spark.store import HadoopFileSystem
+    from regionflow.spark.filesystems import HadoopFileSystem
 
     fs = HadoopFileSystem(spark)
     store = PartitionStore(f"file://{tmp_path}/data", "run-1", fs=fs)

@@ -32,9 +32,11 @@ from ..spark.attempt import Attempt
 from ..spark.backends import configured_backend
 from ..spark.cluster_managers import excluded_nodes
 from ..spark.descriptors import DescriptorCache, PartitionLocation
+from ..spark.filesystems import local_path
 from ..spark.program import resolve_sink_path
 from ..spark.pyfiles import build_py_files
-from ..spark.store import PartitionStore, SinkCommitter, local_path, run_key_for, safe_component
+from ..spark.sinks import SinkCommitter
+from ..spark.store import PartitionStore, run_key_for, safe_component
 from ..spark.task import UnitTask
 from ..spark.unit import UnitLayout, grant_target, job_modules
 from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, Settlement

@@ -30,7 +30,9 @@ from .exchange import (
     with_bucket,
     with_unit,
 )
-from .store import PartitionStore, SinkCommitter, join, partition_relpath
+from .filesystems import join
+from .sinks import SinkCommitter
+from .store import PartitionStore, partition_relpath
 from .task import UnitTask
 
 SCHEMA_FILE = "_rf_schema.json"

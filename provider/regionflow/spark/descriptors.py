@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 from ..core.errors import RegionflowError, SpecError
-from .store import FileSystem, filesystem_for, join, write_atomically
+from .filesystems import FileSystem, filesystem_for, join, write_atomically
 
 FORMAT_VERSION = 1
 DEFAULT_OFFLOAD_MIN_SIZE = 1 << 20  # Flink's blob.offload.minsize

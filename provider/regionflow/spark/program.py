@@ -30,7 +30,9 @@ from ..core.graph import Vertex
 from ..core.plan import Plan
 from .api import reference_context
 from .computer import CHECKSUM_MODULUS, UnitComputer, VertexFailure, check_frame, frame_figures
-from .store import PartitionStore, SinkCommitter, join, vertex_component
+from .filesystems import join
+from .sinks import SinkCommitter
+from .store import PartitionStore, vertex_component
 from .task import UnitTask
 
 EXIT_VERTEX_FAILED = 3

@@ -33,10 +33,12 @@ from .backends import SessionBackend, SubmitBackend
 from .cluster_managers import excluded_nodes
 from .connect import SessionServers
 from .descriptors import DescriptorCache, PartitionLocation
+from .filesystems import local_path
 from .program import resolve_sink_path
 from .pyfiles import build_py_files
 from .session_backend import apply_session_conf
-from .store import PartitionStore, SinkCommitter, local_path
+from .sinks import SinkCommitter
+from .store import PartitionStore
 from .submit import SubmissionResult
 from .task import UnitTask
 from .unit import (
