@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from .capacity import Demand, Placement, SlotRef, SlotTable
 from .errors import SchedulingError
-from .pool_bulks import Bulk, Grant
+from .pool_bulks import Bulk, Grant, new_grant
 from .pool_queue import Queued
 from .requirements import RequirementLedger
 
@@ -58,10 +58,13 @@ class GrantBook:
             slots = tuple(map(table.slot_refs[host].__getitem__, indices))
         elif waiting.positions is None:
             slot_refs = table.slot_refs
-            slots = tuple([slot_refs[host][index] for host, indices in taken for index in indices])
+            listed: list[SlotRef] = []
+            for host, indices in taken:
+                listed.extend(map(slot_refs[host].__getitem__, indices))
+            slots = tuple(listed)
         else:
             slots = self._slots_in_request_order(waiting, placements, taken)
-        grant = Grant(bulk_id, bulk.job_id, bulk.label, slots)
+        grant = new_grant(bulk_id, waiting.job_id, bulk.label, slots)
         self.running[bulk_id] = Held(bulk, waiting.demand, grant, taken)
         self.ledger.bulk_granted(bulk.job_id, bulk_id, waiting.demand)
         return grant

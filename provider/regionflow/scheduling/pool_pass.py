@@ -49,12 +49,12 @@ it stops when the budget is spent, and drained sub-queues are skipped whole.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from .capacity import Demand, Placement, SlotTable
+from .capacity import Demand, Placement, SlotTable, assign_one
 from .pool_bulks import Grant
 from .pool_grants import GrantBook
-from .pool_placement import BlockMasks, choose_slots, free_by_class
+from .pool_placement import BlockMasks, choose_slots, free_by_class, place_plan
 from .pool_queue import Queued, WaitingQueue
 
 
@@ -79,7 +79,11 @@ class PassState:
         self.open_free = list(free)
         self.pinned = 0
         self.total = sum(free)
-        self.active = sum(1 << klass for klass, slots in enumerate(free) if slots > 0)
+        active = 0
+        for klass, slots in enumerate(free):
+            if slots > 0:
+                active |= 1 << klass
+        self.active = active
         self.blocked = 0
         self.open = True
         self.last_sequence = -1
@@ -163,42 +167,92 @@ class Passes:
         drained class (say, gpu) while other classes have room.
         """
         heads = []
+        active = state.active
         for signature, queue in self.queue.sub_queues.items():
-            if _uses_only_active(signature, state.active):
+            for fit_mask in signature:  # _uses_only_active(signature, active), inlined
+                if not fit_mask & active:
+                    break
+            else:
                 walk = iter(queue.values())
-                first = _first_after(walk, head_sequence)
-                if first is not None:
-                    heads.append((first.sequence, signature, first, walk))
-        heapq.heapify(heads)
+                for first in walk:  # the sub-queue's oldest bulk behind the head
+                    if first.sequence > head_sequence:
+                        heads.append((first.sequence, signature, first, walk))
+                        break
+        if len(heads) > 1:
+            heapq.heapify(heads)
+        heappop, heapreplace, visit = heapq.heappop, heapq.heapreplace, self._visit
         while heads:
             _, signature, waiting, walk = heads[0]
-            if not _uses_only_active(signature, state.active):
-                heapq.heappop(heads)
-                continue
-            grant = self._visit(waiting, state)
-            if grant is not None:
-                grants.append(grant)
-                granted.append(waiting)
-            if not state.open:
-                return
-            following = next(walk, None)
-            if following is None:
-                heapq.heappop(heads)
+            active = state.active
+            for fit_mask in signature:
+                if not fit_mask & active:
+                    break
             else:
-                heapq.heapreplace(heads, (following.sequence, signature, following, walk))
+                grant = visit(waiting, state)
+                if grant is not None:
+                    grants.append(grant)
+                    granted.append(waiting)
+                if not state.open:
+                    return
+                following = next(walk, None)
+                if following is None:
+                    heappop(heads)
+                else:
+                    heapreplace(heads, (following.sequence, signature, following, walk))
+                continue
+            heappop(heads)
 
     def _visit(self, waiting: Queued, state: PassState) -> Grant | None:
+        """Grant `waiting` from the pass's budget, or set slots aside for it.
+
+        This is the hot path of a pass (a few visits per event), so the common case - a bulk of one
+        profile whose job has no blocklist entry - decides the counts per class first (`assign_one`),
+        spends them per class and only then picks hosts (`place_plan`); `_set_aside` is inlined.
+        """
         state.last_sequence = waiting.sequence
-        blocked = self.masks.of(waiting.bulk.job_id)
-        budget = self._budget_without(state, blocked) if blocked else state.budget
-        placements = choose_slots(self.table, waiting.demand, budget, blocked | state.pinned)
-        if placements is not None:
-            self._spend(state, placements)
-            grant = self.book.grant(waiting, placements)
+        masks = self.masks.masks
+        blocked = masks.get(waiting.job_id, 0) if masks else 0
+        demand = waiting.demand
+        budget = state.budget
+        if not blocked and demand.single:
+            fit = demand.fit0
+            size = demand.size
+            # budgets are never negative, so this is `assign_one(...) is None` without building the plan
+            plan = assign_one(size, fit, budget) if sum(map(budget.__getitem__, fit)) >= size else None
+            if plan is not None:
+                open_free = state.open_free
+                for _, klass, count in plan:  # what `_spend` does for the placements, per class at once
+                    left = budget[klass] - count
+                    budget[klass] = left
+                    open_free[klass] -= count
+                    state.total -= count
+                    if left <= 0:
+                        state.active &= ~(1 << klass)
+                grant: Grant | None = self.book.grant(waiting, place_plan(self.table, plan, state.pinned))
+            else:
+                grant = None
         else:
-            self._set_aside(state, waiting.demand, budget, blocked)
+            if blocked:
+                budget = self._budget_without(state, blocked)
+            placements = choose_slots(self.table, demand, budget, blocked | state.pinned)
+            grant = None if placements is None else self.book.grant(waiting, self._spend(state, placements))
+        if grant is None:
+            if blocked:
+                self._set_aside(state, demand, budget, blocked)
+            else:
+                # self._set_aside(state, demand, budget, 0), inlined (here budget is state.budget)
+                floating = state.floating
+                for klass, need in demand.needs:
+                    have = budget[klass]
+                    take = have if have < need else need
+                    if take:
+                        left = have - take
+                        budget[klass] = left
+                        state.total -= take
+                        if left <= 0:
+                            state.active &= ~(1 << klass)
+                        floating[klass] += take
             state.blocked += 1
-            grant = None
         if state.total <= 0 or state.blocked >= self.lookahead:
             state.open = False
         return grant
@@ -210,7 +264,8 @@ class Passes:
             budget[klass] = max(0, min(budget[klass], state.open_free[klass] - free))
         return budget
 
-    def _spend(self, state: PassState, placements: list[Placement]) -> None:
+    def _spend(self, state: PassState, placements: list[Placement]) -> list[Placement]:
+        """Take granted `placements` out of the budget (and return them)."""
         class_of_host = self.table.class_of_host
         budget, open_free = state.budget, state.open_free
         for _, host, count in placements:
@@ -220,6 +275,7 @@ class Passes:
             state.total -= count
             if budget[klass] <= 0:
                 state.active &= ~(1 << klass)
+        return placements
 
     def _set_aside(self, state: PassState, demand: Demand, budget: Sequence[int], blocked: int) -> None:
         """Reserve, per class, what a blocked bulk could still use there (see module docstring)."""
@@ -254,13 +310,6 @@ def _uses_only_active(signature: tuple[int, ...], active: int) -> bool:
         if not fit_mask & active:
             return False
     return True
-
-
-def _first_after(walk: Iterator[Queued], sequence: int) -> Queued | None:
-    for waiting in walk:
-        if waiting.sequence > sequence:
-            return waiting
-    return None
 
 
 __all__ = ["PassState", "Passes"]

@@ -15,22 +15,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .blocklist import Blocklist
-from .capacity import Demand, Placement, SlotTable, iter_bits
+from .capacity import Demand, Placement, SlotTable, assign_one, iter_bits
 
 
 def choose_slots(table: SlotTable, demand: Demand, budget: Sequence[int], excluded: int) -> list[Placement] | None:
     """Where the bulk's requests go - (demand item, host index, slot count) triples - within the
     per-class `budget` and outside the hosts of the bitmask `excluded`; None when the budget
     cannot hold the bulk."""
-    if len(demand.counts) > 1:
+    if demand.single:
+        plan = assign_one(demand.size, demand.fit0, budget)
+    else:
         for klass in demand.common:
             if budget[klass] >= demand.size:
                 host = table.best_fit_host(klass, demand.size, excluded)
                 if host >= 0:
                     return [(item, host, count) for item, count in enumerate(demand.counts)]
-    plan = demand.assign(budget)
+        plan = demand.assign(budget)
     if plan is None:
         return None
+    return place_plan(table, plan, excluded)
+
+
+def place_plan(table: SlotTable, plan: list[tuple[int, int, int]], excluded: int) -> list[Placement]:
+    """Hosts for a plan of (demand item, class, count) triples, outside the hosts in `excluded`."""
     if len(plan) == 1:
         item, klass, count = plan[0]
         return [(item, host, n) for host, n in table.widest_hosts(klass, count, excluded)]
@@ -101,4 +108,4 @@ class BlockMasks:
             self.refresh(job_id)
 
 
-__all__ = ["BlockMasks", "choose_slots", "free_by_class", "split_among_items"]
+__all__ = ["BlockMasks", "choose_slots", "free_by_class", "place_plan", "split_among_items"]

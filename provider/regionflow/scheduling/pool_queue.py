@@ -22,11 +22,12 @@ from .pool_bulks import Bulk
 class Queued:
     """A waiting bulk with its shape, submission sequence, wait start and request positions."""
 
-    __slots__ = ("bulk", "demand", "sequence", "since", "positions", "signature")
+    __slots__ = ("bulk", "job_id", "demand", "sequence", "since", "positions", "signature")
 
     def __init__(self, bulk: Bulk, demand: Demand, sequence: int, since: float,
                  positions: tuple[tuple[int, ...], ...] | None) -> None:
         self.bulk = bulk
+        self.job_id = bulk.job_id
         self.demand = demand
         self.sequence = sequence
         self.since = since
