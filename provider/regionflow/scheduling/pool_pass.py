@@ -244,14 +244,17 @@ class Passes:
                 floating = state.floating
                 for klass, need in demand.needs:
                     have = budget[klass]
-                    take = have if have < need else need
-                    if take:
-                        left = have - take
-                        budget[klass] = left
-                        state.total -= take
-                        if left <= 0:
-                            state.active &= ~(1 << klass)
-                        floating[klass] += take
+                    if not have:
+                        continue
+                    if have <= need:  # reserve the class's whole budget: the class is drained
+                        budget[klass] = 0
+                        state.total -= have
+                        state.active &= ~(1 << klass)
+                        floating[klass] += have
+                    else:
+                        budget[klass] = have - need
+                        state.total -= need
+                        floating[klass] += need
             state.blocked += 1
         if state.total <= 0 or state.blocked >= self.lookahead:
             state.open = False
