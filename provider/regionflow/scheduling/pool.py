@@ -106,10 +106,12 @@ class SlotPool:
 
     @property
     def pending_count(self) -> int:
+        """Number of waiting bulks."""
         return len(self._queue.pending)
 
     @property
     def running_count(self) -> int:
+        """Number of granted bulks holding slots."""
         return len(self._book.running)
 
     def submit(self, bulk: Bulk, waited_s: float = 0.0) -> list[Grant]:
@@ -236,15 +238,19 @@ class SlotPool:
         return sorted(notices, key=lambda notice: -notice.waiting_s)
 
     def free_slots(self) -> int:
+        """Free slots on live hosts."""
         return sum(self._table.class_free)
 
     def used_slots(self) -> int:
+        """Granted slots on live hosts."""
         return sum(self._table.class_capacity) - sum(self._table.class_free)
 
     def total_slots(self) -> int:
+        """All slots of the live hosts."""
         return sum(self._table.class_capacity)
 
     def hosts(self) -> list[Host]:
+        """The live hosts, in host order."""
         return [host for _, host in self._table.live()]
 
     def host_usage(self) -> list[HostUsage]:
@@ -258,9 +264,11 @@ class SlotPool:
         return {host.name for index, host in table.live() if table.free_count[index] < host.slots}
 
     def is_waiting(self, bulk_id: str) -> bool:
+        """True when the bulk is queued (submitted, not yet granted or cancelled)."""
         return bulk_id in self._queue.pending
 
     def grant_of(self, bulk_id: str) -> Grant | None:
+        """The grant of a bulk that holds slots, else None."""
         held = self._book.running.get(bulk_id)
         return held.grant if held else None
 

@@ -38,6 +38,7 @@ class Bulk:
 
     @property
     def size(self) -> int:
+        """Number of slot requests."""
         return len(self.requests)
 
 
@@ -89,6 +90,7 @@ class HostUsage:
 
     @property
     def used(self) -> int:
+        """Granted slots of the host."""
         return self.slots - self.free
 
 
