@@ -46,6 +46,11 @@ class Fulfillability:
         first = requests[0]
         if requests.count(first) == len(requests):
             key: object = (first, len(requests))
+            demand = self.demands.get(key)
+            if demand is not None:  # the common case: a known one-profile shape
+                if demand.layout_version != self.table.layout_version:
+                    demand.refresh(self.table)
+                return demand, None
             positions = None
             items: Sequence[tuple[ResourceProfile, int]] = ((first, len(requests)),)
         else:

@@ -143,9 +143,20 @@ class Passes:
         if state.total <= 0:
             state.open = False
             return grants
-        head_sequence = self._walk_head(state, grants, granted)
-        if state.open and head_sequence is not None:
-            self._walk_behind_head(state, head_sequence, grants, granted)
+        # from the front of the queue until a bulk is blocked; that bulk, the head, reserves
+        visit = self._visit
+        for waiting in self.queue.pending.values():
+            grant = visit(waiting, state)
+            if grant is None:
+                break
+            grants.append(grant)
+            granted.append(waiting)
+            if not state.open:
+                break
+        else:  # the whole queue was granted
+            waiting = None
+        if state.open and waiting is not None:
+            self._walk_behind_head(state, waiting.sequence, grants, granted)
         for waiting in granted:
             self.queue.remove(waiting)
         return grants
@@ -161,21 +172,6 @@ class Passes:
             return []
         self.queue.remove(waiting)
         return [grant]
-
-    def _walk_head(self, state: PassState, grants: list[Grant], granted: list[Queued]) -> int | None:
-        """Grant from the front of the queue until a bulk is blocked; that bulk, the head, reserves.
-
-        Returns the head's sequence number, or None when the whole queue was granted.
-        """
-        for waiting in self.queue.pending.values():
-            grant = self._visit(waiting, state)
-            if grant is None:
-                return waiting.sequence
-            grants.append(grant)
-            granted.append(waiting)
-            if not state.open:
-                return waiting.sequence
-        return None
 
     def _walk_behind_head(self, state: PassState, head_sequence: int, grants: list[Grant],
                           granted: list[Queued]) -> None:
