@@ -88,27 +88,6 @@ class PassState:
         self.open = True
         self.last_sequence = -1
 
-    def reset(self, free: Sequence[int]) -> None:
-        """Start a new pass from the free slots `free` (the same as a new PassState, without allocating)."""
-        self.budget[:] = free
-        self.open_free[:] = free
-        floating = self.floating
-        if len(floating) == len(free):
-            for klass in range(len(floating)):
-                floating[klass] = 0
-        else:
-            floating[:] = [0] * len(free)
-        self.pinned = 0
-        self.total = sum(free)
-        active = 0
-        for klass, slots in enumerate(free):
-            if slots > 0:
-                active |= 1 << klass
-        self.active = active
-        self.blocked = 0
-        self.open = True
-        self.last_sequence = -1
-
     def take_budget(self, klass: int, count: int) -> None:
         """Remove `count` slots of class `klass` from the budget."""
         left = self.budget[klass] - count
@@ -136,8 +115,8 @@ class Passes:
     def run(self) -> list[Grant]:
         """Walk the queue from the head, granting what fits and reserving for what is blocked."""
         self.dirty = False
-        state = self.frontier  # only the last pass's budget is ever read again: reuse its PassState
-        state.reset(self.table.class_free)
+        state = PassState(self.table.class_free)
+        self.frontier = state
         grants: list[Grant] = []
         granted: list[Queued] = []
         if state.total <= 0:
