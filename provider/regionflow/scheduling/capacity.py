@@ -143,9 +143,21 @@ class SlotTable:
         taken = free_slots[:count]
         del free_slots[:count]
         free = self.free_count[host]
-        self.free_count[host] = free - count
-        self.class_free[self.class_of_host[host]] -= count
-        self._move(host, free, free - count)
+        left = free - count
+        self.free_count[host] = left
+        klass = self.class_of_host[host]
+        self.class_free[klass] -= count
+        # self._move(host, free, left), inlined: this runs for every host of every grant
+        buckets = self._buckets[klass]
+        bit = 1 << host
+        if free:
+            remaining = buckets[free] & ~bit
+            buckets[free] = remaining
+            if not remaining:
+                self._nonempty[klass] &= ~(1 << free)
+        if left:
+            buckets[left] |= bit
+            self._nonempty[klass] |= 1 << left
         return taken
 
     def take_specific(self, host: int, indices: Sequence[int]) -> list[int]:
@@ -171,9 +183,22 @@ class SlotTable:
         free_slots.extend(slots)
         free_slots.sort()
         free = self.free_count[host]
-        self.free_count[host] = free + len(slots)
-        self.class_free[self.class_of_host[host]] += len(slots)
-        self._move(host, free, free + len(slots))
+        count = len(slots)
+        now_free = free + count
+        self.free_count[host] = now_free
+        klass = self.class_of_host[host]
+        self.class_free[klass] += count
+        # self._move(host, free, now_free), inlined: this runs for every host of every release
+        buckets = self._buckets[klass]
+        bit = 1 << host
+        if free:
+            remaining = buckets[free] & ~bit
+            buckets[free] = remaining
+            if not remaining:
+                self._nonempty[klass] &= ~(1 << free)
+        if now_free:
+            buckets[now_free] |= bit
+            self._nonempty[klass] |= 1 << now_free
 
     def _move(self, host: int, old_free: int, new_free: int) -> None:
         klass = self.class_of_host[host]
@@ -238,7 +263,7 @@ class Demand:
     """The shape of a bulk: distinct request profiles with counts, and the classes each fits."""
 
     __slots__ = ("profiles", "counts", "items", "size", "fits", "needs", "common", "signature",
-                 "layout_version", "fulfillable", "capacity_version", "key")
+                 "layout_version", "fulfillable", "capacity_version", "key", "single", "fit0")
 
     def __init__(self, key: object, items: Sequence[tuple[ResourceProfile, int]]) -> None:
         self.key = key
@@ -246,7 +271,9 @@ class Demand:
         self.profiles = tuple(profile for profile, _ in self.items)
         self.counts = tuple(count for _, count in self.items)
         self.size = sum(self.counts)
+        self.single = len(self.counts) == 1  # one profile: `assign` is `assign_one` on `fit0`
         self.fits: tuple[tuple[int, ...], ...] = ()
+        self.fit0: tuple[int, ...] = ()
         self.needs: tuple[tuple[int, int], ...] = ()
         self.common: tuple[int, ...] = ()
         self.signature: tuple[int, ...] = ()  # distinct bitmasks of the classes each profile fits
@@ -261,6 +288,7 @@ class Demand:
         order = table.classes_cheap_first
         offers = table.class_offer
         self.fits = tuple(tuple(c for c in order if p.fits_in(offers[c])) for p in self.profiles)
+        self.fit0 = self.fits[0]
         self.common = tuple(c for c in self.fits[0] if all(c in fit for fit in self.fits[1:]))
         needs: dict[int, int] = {}
         for count, fit in zip(self.counts, self.fits, strict=False):
@@ -273,7 +301,7 @@ class Demand:
     def assign(self, budget: Sequence[int]) -> list[tuple[int, int, int]] | None:
         """(item, class, count) triples covering the demand within per-class `budget`, or None."""
         if len(self.counts) == 1:
-            return _assign_one(self.size, self.fits[0], budget)
+            return assign_one(self.size, self.fits[0], budget)
         for count, fit in zip(self.counts, self.fits, strict=False):
             if sum(budget[klass] for klass in fit) < count:
                 return None
@@ -291,7 +319,8 @@ class Demand:
         return self.size - sum(short)
 
 
-def _assign_one(size: int, fit: Sequence[int], budget: Sequence[int]) -> list[tuple[int, int, int]] | None:
+def assign_one(size: int, fit: Sequence[int], budget: Sequence[int]) -> list[tuple[int, int, int]] | None:
+    """`Demand.assign` for a one-profile demand of `size` requests fitting the classes `fit`."""
     plan = []
     left = size
     for klass in fit:
@@ -378,4 +407,4 @@ def _push_along(start: int, end: int, came_from: dict[int, int], displaced_from:
     short[start] -= amount
 
 
-__all__ = ["SlotRef", "SlotTable", "Demand", "Placement", "iter_bits"]
+__all__ = ["SlotRef", "SlotTable", "Demand", "Placement", "assign_one", "iter_bits"]

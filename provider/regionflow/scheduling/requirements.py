@@ -11,6 +11,7 @@ with it (warn, fail the run, lower parallelism) is the caller's decision.
 """
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -49,6 +50,10 @@ class WaitingBulk(NamedTuple):
     since: float
 
 
+# WaitingBulk((bulk_id, label, since)) without the NamedTuple's Python-level __new__ (once per submit)
+_new_waiting_bulk = functools.partial(tuple.__new__, WaitingBulk)
+
+
 @dataclass(eq=False)
 class _JobBook:
     outstanding: dict[Shape, int] = field(default_factory=dict)  # shape -> waiting bulks of that shape
@@ -66,13 +71,18 @@ class RequirementLedger:
         book = self._books.get(job_id)
         if book is None:
             book = self._books[job_id] = _JobBook()
-        book.waiting[bulk_id] = WaitingBulk(bulk_id, label, since)
+        book.waiting[bulk_id] = _new_waiting_bulk((bulk_id, label, since))
         book.outstanding[shape] = book.outstanding.get(shape, 0) + 1
 
     def bulk_granted(self, job_id: str, bulk_id: str, shape: Shape) -> None:
         book = self._books[job_id]
         del book.waiting[bulk_id]
-        _decrement(book.outstanding, shape)
+        outstanding = book.outstanding
+        left = outstanding[shape] - 1  # _decrement(outstanding, shape), inlined: once per grant
+        if left:
+            outstanding[shape] = left
+        else:
+            del outstanding[shape]
         book.acquired[shape] = book.acquired.get(shape, 0) + 1
 
     def bulk_restored(self, job_id: str, shape: Shape) -> None:
@@ -93,7 +103,12 @@ class RequirementLedger:
     def slots_returned(self, job_id: str, shape: Shape) -> None:
         """A granted bulk gave its slots back (released or lost with a host)."""
         book = self._books[job_id]
-        _decrement(book.acquired, shape)
+        acquired = book.acquired
+        left = acquired[shape] - 1  # _decrement(acquired, shape), inlined: once per release
+        if left:
+            acquired[shape] = left
+        else:
+            del acquired[shape]
         if not book.waiting and not book.acquired:
             del self._books[job_id]
 
