@@ -24,7 +24,7 @@ from regionflow.spark.sizing import (
     sized_conf,
     slot_size,
 )
-from regionflow.spark.submit import SubmitConfigError, build_submit_kwargs
+from regionflow.spark.submit_args import SubmitConfigError, build_submit_kwargs
 from regionflow.spark.unit import UnitLayout
 
 HOST_SLOT = ResourceProfile.of(cpu=4, heap_mib=8192)

@@ -18,7 +18,8 @@ from regionflow.processes import process_group_members
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.runner import LocalRunner, RunOptions
 from regionflow.spark.standalone import StandaloneCluster, StandaloneClusterError, listening_sockets
-from regionflow.spark.submit import RegionSubmission, build_submit_kwargs
+from regionflow.spark.submit import RegionSubmission
+from regionflow.spark.submit_args import build_submit_kwargs
 from regionflow.spark.watch import MasterWatcher, any_master_answers, explain, standalone_masters
 
 # Two 512 MiB executors fit one of the fixture's 1 GiB workers.

@@ -17,15 +17,12 @@ from regionflow.core.errors import RegionflowError
 from regionflow.core.resources import UNKNOWN, ResourceProfile
 from regionflow.processes import process_group_members
 from regionflow.spark.pyfiles import build_py_files
-from regionflow.spark.submit import (
-    RegionSubmission,
-    SubmissionFailed,
+from regionflow.spark.submit import RegionSubmission, SubmissionFailed, extract_python_traceback, pinned_cpus
+from regionflow.spark.submit_args import (
     SubmitConfigError,
     build_submit_kwargs,
     connection_env,
-    extract_python_traceback,
     managed_conn_id,
-    pinned_cpus,
     spark_home,
 )
 
@@ -258,7 +255,8 @@ def test_env_var_connections_resolve_without_a_database_and_inside_a_task_proces
     script = textwrap.dedent(
         """
         from regionflow.core.resources import UNKNOWN
-        from regionflow.spark.submit import RegionSubmission, build_submit_kwargs
+        from regionflow.spark.submit import RegionSubmission
+        from regionflow.spark.submit_args import build_submit_kwargs
 
         def master_of(master):
             kwargs = build_submit_kwargs(application="/a.py", application_args=[], master=master, slots=2,

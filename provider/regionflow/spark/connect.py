@@ -33,14 +33,8 @@ from ..localfiles import write_json_atomically, write_text_atomically
 from ..processes import terminate_process_group
 from ..scheduling.hosts import Cluster, Host
 from .sizing import sized_conf
-from .submit import (
-    LOOPBACK,
-    SubmitConfigError,
-    pinned_cpus,
-    sized_master,
-    spark_child_env,
-    spark_submit_binary,
-)
+from .submit import pinned_cpus
+from .submit_args import LOOPBACK, SubmitConfigError, sized_master, spark_child_env, spark_submit_binary
 from .targets import spark_target
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .submit import SubmitConfigError
+from .submit_args import SubmitConfigError
 
 
 @dataclass(frozen=True)

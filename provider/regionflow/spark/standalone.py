@@ -32,7 +32,7 @@ from typing import Any
 
 from ..core.errors import RegionflowError
 from ..processes import kill_process_group, process_group_members, terminate_process_group
-from .submit import LOOPBACK, spark_child_env, spark_home
+from .submit_args import LOOPBACK, spark_child_env, spark_home
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

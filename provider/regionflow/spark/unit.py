@@ -25,7 +25,8 @@ from .masters import MasterKind
 from .program import CHECKSUM_MODULUS, resolve_sink_path
 from .sizing import slot_size
 from .store import UNIT_COLUMN, PartitionStore
-from .submit import RegionSubmission, build_submit_kwargs
+from .submit import RegionSubmission
+from .submit_args import build_submit_kwargs
 from .targets import spark_target
 from .task import UnitTask, unit_key_for
 
