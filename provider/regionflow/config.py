@@ -17,7 +17,7 @@ from .core.errors import RegionflowError, SpecError
 from .core.modes import ExchangeMode
 from .core.schema import did_you_mean
 from .scheduling.hosts import Cluster
-from .scheduling.speculation import SpeculationConfig, parse_switch
+from .scheduling.speculation_policy import SpeculationConfig, parse_switch
 from .spark.targets import parse_cluster
 
 SECTION = "regionflow"

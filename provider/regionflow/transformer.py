@@ -39,7 +39,7 @@ from .core.registry import register_job
 from .operators.region import RegionOperator, attach_job
 from .operators.vertex import SparkVertexOperator
 from .scheduling.fit import misfits
-from .scheduling.speculation import SpeculationConfig, SpeculationPolicy, parse_switch
+from .scheduling.speculation_policy import SpeculationConfig, SpeculationPolicy, parse_switch
 from .sensors.speculation import SpeculationSensor, speculation_task_id
 from .spark.unit import UnitLayout
 

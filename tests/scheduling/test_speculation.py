@@ -11,14 +11,12 @@ from regionflow.core.errors import SpecError
 from regionflow.scheduling.speculation import (
     AttemptView,
     ShardView,
-    SpeculationConfig,
-    SpeculationPolicy,
     detect,
     metrics_from,
     min_finished_shards,
     shards_from_attempts,
-    speculation_allowed,
 )
+from regionflow.scheduling.speculation_policy import SpeculationConfig, SpeculationPolicy, speculation_allowed
 
 NO_WEIGHT = SpeculationConfig(weight_by_input=False)
 

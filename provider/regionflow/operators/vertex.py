@@ -21,7 +21,7 @@ from airflow.sdk import BaseOperator
 from ..core.errors import JobGraphError, ResourceError
 from ..core.graph import Distribution, Exchange, Sink, sink_of
 from ..core.resources import UNKNOWN, ResourceProfile
-from ..scheduling.speculation import parse_switch
+from ..scheduling.speculation_policy import parse_switch
 
 
 @dataclass(frozen=True)

@@ -42,11 +42,11 @@ from ..scheduling.speculation import (
     Decision,
     ShardView,
     SlowAttempt,
-    SpeculationConfig,
     detect,
     metrics_from,
     shards_from_attempts,
 )
+from ..scheduling.speculation_policy import SpeculationConfig
 from ..store import RegionflowStore, job_id_for
 
 MIN_RESCHEDULE_INTERVAL_S = 5.0
