@@ -41,14 +41,3 @@ def test_check_cluster_returns_the_cluster_it_accepts():
     cluster = Cluster.parse("a:2,master=k8s://https://k:6443;b:1,master=local[1],affinity=2")
     assert check_cluster(cluster) is cluster
 
-
-def test_scheduling_names_no_spark():
-    """Issue 17: scheduling/ knows hosts, slots and profiles only; Spark lives in spark/."""
-    import pathlib
-
-    import regionflow.scheduling as scheduling
-
-    folder = pathlib.Path(scheduling.__file__).parent
-    offenders = [f"{path.name}:{number}" for path in sorted(folder.glob("*.py"))
-                 for number, line in enumerate(path.read_text().splitlines(), start=1) if "spark" in line.lower()]
-    assert offenders == []
