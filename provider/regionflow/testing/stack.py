@@ -400,6 +400,19 @@ class EmbeddedAirflow(AirflowRestClient):
         self._running = [c for c in self._running if c is not victim]
         return victim.process.pid
 
+    def revive(self, component: str, timeout: float = 120.0) -> int:
+        """Start one more `component` (after `kill`, say), as a supervisor would restart a crashed one;
+        returns its pid once the stack is healthy again."""
+        _check_components([component, "api-server"])
+        if component == "api-server" and any(c.name == component for c in self._running):
+            raise EmbeddedAirflowError(f"the api-server already runs in the embedded Airflow in {self.home}")
+        if component == "api-server":
+            self.close_client()  # its connections went with the old server
+        revived = self._spawn(component)
+        self._running.append(revived)
+        self._wait_until_healthy(time.monotonic() + timeout, timeout)
+        return revived.process.pid
+
     def _spawn(self, component: str, env: Mapping[str, str] | None = None) -> _Component:
         log_path = self.log_path(component)
         command = [sys.executable, "-m", "airflow", *_COMPONENT_ARGS[component]]
