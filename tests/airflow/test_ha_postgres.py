@@ -13,6 +13,7 @@ import time
 import pytest
 from test_shared_pool import fifo_violations, overlapping_holders
 
+from regionflow.processes import live_processes
 from regionflow.store import GrantState, RegionflowStore
 from regionflow.testing import EmbeddedAirflow
 
@@ -104,3 +105,7 @@ def test_a_killed_scheduler_is_taken_over_and_its_running_tasks_finish_without_a
         assert after.state is GrantState.RELEASED and "adopted by scheduler" in (after.message or "")
         [ti] = [t for t in stack.task_instances(grant.dag_id, grant.run_id) if t["task_id"] == grant.task_id]
         assert ti["state"] == "success" and ti["try_number"] == grant.try_number == 1
+    # the dead scheduler's orphans (LocalExecutor's workers, whose title may hide the stack's tag) are
+    # still the stack's: stop() ends them
+    orphans = [pid for pid, _, group in live_processes() if group == victim]
+    assert orphans and set(orphans) <= set(stack.pids())

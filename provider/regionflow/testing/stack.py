@@ -141,6 +141,9 @@ class EmbeddedAirflow(AirflowRestClient):
         self._stack_tag = uuid.uuid4().hex
         self._port: int | None = None
         self._running: list[_Component] = []
+        # process groups of components killed by `kill`: their orphans (LocalExecutor's workers) stay in
+        # them, and setproctitle may have overwritten the environment that held the stack's tag
+        self._killed_groups: set[int] = set()
         self._token: str | None = None
         self._http: httpx.Client | None = None
         self.session_servers = self._session_servers()
@@ -280,6 +283,7 @@ class EmbeddedAirflow(AirflowRestClient):
         if self._running:
             self.timings["stop_s"] = round(time.monotonic() - started, 2)
         self._running = []
+        self._killed_groups = set()
 
     def _remember(self, seen: dict[int, str]) -> None:
         for pid in self.pids():
@@ -314,7 +318,7 @@ class EmbeddedAirflow(AirflowRestClient):
 
     def _processes(self) -> dict[int, ProcessInfo]:
         table = tagged_processes(STACK_TAG_VARIABLE, self._stack_tag)
-        leaders = {component.process.pid for component in self._running}
+        leaders = {component.process.pid for component in self._running} | self._killed_groups
         found = {info.pid for info in table.values() if info.tagged or info.pgid in leaders}
         return {pid: table[pid] for pid in found | descendants(table, leaders | found)}
 
@@ -396,6 +400,7 @@ class EmbeddedAirflow(AirflowRestClient):
             raise EmbeddedAirflowError(f"no {component} #{index} runs in the embedded Airflow in {self.home}")
         victim = matching[index]
         signal_pids([victim.process.pid], signal.SIGKILL)
+        self._killed_groups.add(victim.process.pid)  # a component leads its own group (start_new_session)
         reap(victim.process)
         self._running = [c for c in self._running if c is not victim]
         return victim.process.pid
