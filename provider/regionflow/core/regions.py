@@ -18,7 +18,7 @@ Steps, all O(vertices + subtasks + groups):
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, groupby, islice
 from operator import eq, not_
@@ -114,11 +114,8 @@ def build_regions(topology: ExecutionTopology) -> RegionSet:
 
 
 def _build_regions(topology: ExecutionTopology) -> RegionSet:
-    # One int object per id, shared by every list below that holds subtask ids or region indices
-    # (region_of, members, the order, Region.index): a large job otherwise makes each of those lists
-    # allocate its own ints, and the fresh memory costs more than the work (page faults).
-    ids = list(range(topology.subtask_count + 1))
     logical_parent = _logical_regions(topology)
+    ids = _shared_ids(topology, logical_parent)
     region_of, member_lists, region_logical = _execution_regions(topology, logical_parent, ids)
     group_ids, producers_of, consumers_of = _region_group_edges(topology, region_of)
     order = _kahn_order(len(member_lists), producers_of, consumers_of, ids)
@@ -150,6 +147,19 @@ def _build_regions(topology: ExecutionTopology) -> RegionSet:
                      dict(zip(group_ids, producers_of, strict=False)), dict(zip(group_ids, consumers_of, strict=False)))
 
 
+def _shared_ids(topology: ExecutionTopology, logical_parent: list[int]) -> Sequence[int]:
+    """One int object per id, shared by every list that holds subtask ids or region indices
+    (region_of, members, the order, Region.index), when most subtasks are regions of their own: a
+    large job otherwise makes each of those lists allocate its own ints, and the fresh memory costs
+    more than the work (page faults). A job of few large regions keeps a range (no list to build)."""
+    sizes: dict[int, int] = {}
+    for root in logical_parent:
+        sizes[root] = sizes.get(root, 0) + 1
+    alone = sum(topology.parallelism[v] for v, root in enumerate(logical_parent) if sizes[root] == 1)
+    ids = range(topology.subtask_count + 1)
+    return list(ids) if 2 * alone >= topology.subtask_count else ids
+
+
 def _rank(order: list[int]) -> list[int] | None:
     """Position of each old region index in `order`, or None when the order is the identity."""
     if all(map(eq, order, range(len(order)))):
@@ -178,7 +188,7 @@ def _logical_regions(topology: ExecutionTopology) -> list[int]:
 
 
 def _execution_regions(topology: ExecutionTopology, logical_of_vertex: list[int],
-                       ids: list[int]) -> tuple[list[int], list[Members], list[int]]:
+                       ids: Sequence[int]) -> tuple[list[int], list[Members], list[int]]:
     """Assign every subtask a region; return (region_of, member lists, logical root per region)."""
     vertices_by_logical: dict[int, list[int]] = {}
     for vertex, root in enumerate(logical_of_vertex):
@@ -202,7 +212,7 @@ def _execution_regions(topology: ExecutionTopology, logical_of_vertex: list[int]
 
 
 def _singleton_regions(topology: ExecutionTopology, vertex: int, root: int, region_of: list[int],
-                       member_lists: list[Members], region_logical: list[int], ids: list[int]) -> None:
+                       member_lists: list[Members], region_logical: list[int], ids: Sequence[int]) -> None:
     first = len(member_lists)
     lo, hi = topology.offsets[vertex], topology.offsets[vertex + 1]
     region_of[lo:hi] = ids[first:first + hi - lo]
@@ -290,7 +300,7 @@ def _distinct(region_of: list[int], lo: int, hi: int) -> list[int]:
 
 
 def _kahn_order(region_count: int, producers_of: list[list[int]], consumers_of: list[list[int]],
-                ids: list[int] | None = None) -> list[int] | None:
+                ids: Sequence[int] | None = None) -> list[int] | None:
     """Regions in topological order over the region+group graph, or None if it has a cycle.
 
     FIFO Kahn: the order list is its own queue (a region is appended when it becomes ready and
