@@ -13,7 +13,8 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain
+from itertools import chain, compress
+from operator import attrgetter
 from typing import Any
 
 from .adaptive import apply, decided
@@ -25,6 +26,7 @@ from .resources import UNKNOWN, ResourceProfile
 from .topology import ExecutionTopology
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
+_members = attrgetter("members")
 
 
 def graph_of_reference(reference: Mapping[str, Any]) -> JobGraph:
@@ -99,9 +101,18 @@ class Plan:
 
     def region_name(self, region: Region) -> str:
         """``<logical name>[k]``: the k-th execution region of its logical region."""
-        siblings = self.region_set.logical[region.logical].regions
-        position = region.index - siblings[0] if _is_contiguous(siblings) else siblings.index(region.index)
-        return f"{self.logical_region_name(region.logical)}[{position}]"
+        first, positions = self._sibling_positions[region.logical]
+        position = region.index - first if positions is None else positions[region.index]
+        return f"{self._logical_names[region.logical]}[{position}]"
+
+    @cached_property
+    def _sibling_positions(self) -> list[tuple[int, dict[int, int] | None]]:
+        """Per logical region: its first region, and each region's position among its siblings
+        unless they are contiguous (then the position is index - first)."""
+        return [(logical.regions[0] if logical.regions else 0,
+                 None if not logical.regions or _is_contiguous(logical.regions)
+                 else {index: position for position, index in enumerate(logical.regions)})
+                for logical in self.region_set.logical]
 
     def subtask_names(self, region: Region) -> list[str]:
         return [self.topology.subtask_name(s) for s in region.members]
@@ -115,6 +126,13 @@ class Plan:
     # ---- slots --------------------------------------------------------------------------------------
 
     def slot_requests(self, region: Region) -> tuple[SlotRequest, ...]:
+        members = region.members
+        if len(members) == 1:  # one subtask: its vertex's shape, shared by all such regions of the vertex
+            vertex = self.topology.vertex_of(members[0])
+            requests = self._requests_by_shape.get(((vertex, 1),))
+            if requests is None:
+                requests = self._requests_by_shape[((vertex, 1),)] = self._requests_for_shape({vertex: 1})
+            return requests
         cached = self._requests.get(region.index)
         if cached is None:
             cached = self._requests[region.index] = self._compute_requests(region)
@@ -127,7 +145,14 @@ class Plan:
 
     @cached_property
     def min_slots(self) -> int:
-        return max(self.slots(region) for region in self.regions)
+        regions = self.regions
+        # only regions of several subtasks need their requests worked out: a one-subtask region
+        # needs one slot, and every region at least one (a C-level pass picks the larger ones)
+        larger = list(compress(regions, map((1).__lt__, map(len, map(_members, regions)))))
+        demands = [self.slots(region) for region in larger]
+        if len(larger) < len(regions):
+            demands.append(1)
+        return max(demands)
 
     def _compute_requests(self, region: Region) -> tuple[SlotRequest, ...]:
         # regions of one logical region mostly share a shape (subtasks per vertex): compute it once

@@ -18,9 +18,10 @@ Steps, all O(vertices + subtasks + groups):
 """
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress, groupby, islice
+from operator import eq, not_
 
 from .topology import ExecutionEdge, ExecutionTopology, gc_paused
 
@@ -37,8 +38,8 @@ class Region:
         self.members = members  # sorted global subtask ids (a list, or a range for a whole region)
         self.logical = logical
         # blocking groups read from outside: (group index, whether this region also produces into it);
-        # a shared empty tuple until the first one, as most regions of a large job read one group or none
-        self.consumed: list[tuple[int, bool]] | tuple[()] = ()
+        # a shared tuple while it reads none or one (most regions of a large job), then a list
+        self.consumed: list[tuple[int, bool]] | tuple[tuple[int, bool], ...] = ()
 
     def __len__(self) -> int:
         return len(self.members)
@@ -74,15 +75,26 @@ class RegionSet:
         if len(producers) == 1 and producers == consumers:
             self.internal_groups[group] = producers[0]
             return
-        producer_set = set(producers) if len(producers) > 1 else producers
+        producer_set: list[int] | set[int] | tuple[()]
+        if min(consumers) > max(producers) or max(consumers) < min(producers):
+            producer_set = ()  # no consumer region also produces into the group (the usual case)
+        else:
+            producer_set = set(producers) if len(producers) > 1 else producers
+        # two entries and their one-entry tuples per group, shared by its consumers: most regions read
+        # one group, and a large all-to-all group has one consumer region per subtask
+        entries = ((group, False), (group, True))
+        alone = ((entries[0],), (entries[1],))
         regions = self.regions
         for consumer in consumers:
-            entry = (group, consumer in producer_set)
+            also_produces = consumer in producer_set
             region = regions[consumer]
-            if isinstance(region.consumed, list):  # () until the first entry, then a (non-empty) list
-                region.consumed.append(entry)
+            consumed = region.consumed
+            if not consumed:
+                region.consumed = alone[also_produces]
+            elif isinstance(consumed, tuple):
+                region.consumed = [*consumed, entries[also_produces]]
             else:
-                region.consumed = [entry]
+                consumed.append(entries[also_produces])
         self.group_producers[group] = producers
         self.group_consumers[group] = consumers
 
@@ -103,9 +115,10 @@ def build_regions(topology: ExecutionTopology) -> RegionSet:
 
 def _build_regions(topology: ExecutionTopology) -> RegionSet:
     logical_parent = _logical_regions(topology)
-    region_of, member_lists, region_logical = _execution_regions(topology, logical_parent)
+    ids = _shared_ids(topology, logical_parent)
+    region_of, member_lists, region_logical = _execution_regions(topology, logical_parent, ids)
     group_ids, producers_of, consumers_of = _region_group_edges(topology, region_of)
-    order = _kahn_order(len(member_lists), producers_of, consumers_of)
+    order = _kahn_order(len(member_lists), producers_of, consumers_of, ids)
     if order is None:
         components = _tarjan_components(len(member_lists), producers_of, consumers_of)
         for component in components:
@@ -121,15 +134,35 @@ def _build_regions(topology: ExecutionTopology) -> RegionSet:
         region_of = [rank[r] for r in region_of]
         producers_of = [[rank[r] for r in regions] for regions in producers_of]
         consumers_of = [[rank[r] for r in regions] for regions in consumers_of]
-    regions = [Region(position, member_lists[old], region_logical[old]) for position, old in enumerate(order)]
-    logical = _number_logical_regions(topology, regions, logical_parent)
+        member_lists = list(map(member_lists.__getitem__, order))
+        region_logical = list(map(region_logical.__getitem__, order))
+    logical, logical_of_root = _number_logical_regions(topology, logical_parent)
+    # each region's logical root (before step 5's merges) -> the index of its final logical region
+    final = {root: logical_of_root[_find(logical_parent, root)] for root in set(region_logical)}
+    region_logical = list(map(final.__getitem__, region_logical))
+    regions = list(map(Region, ids, member_lists, region_logical))
+    for index, positions in groupby(islice(ids, len(regions)), region_logical.__getitem__):
+        logical[index].regions.extend(positions)
     return RegionSet(topology, regions, logical, region_of,
                      dict(zip(group_ids, producers_of, strict=False)), dict(zip(group_ids, consumers_of, strict=False)))
 
 
+def _shared_ids(topology: ExecutionTopology, logical_parent: list[int]) -> Sequence[int]:
+    """One int object per id, shared by every list that holds subtask ids or region indices
+    (region_of, members, the order, Region.index), when most subtasks are regions of their own: a
+    large job otherwise makes each of those lists allocate its own ints, and the fresh memory costs
+    more than the work (page faults). A job of few large regions keeps a range (no list to build)."""
+    sizes: dict[int, int] = {}
+    for root in logical_parent:
+        sizes[root] = sizes.get(root, 0) + 1
+    alone = sum(topology.parallelism[v] for v, root in enumerate(logical_parent) if sizes[root] == 1)
+    ids = range(topology.subtask_count + 1)
+    return list(ids) if 2 * alone >= topology.subtask_count else ids
+
+
 def _rank(order: list[int]) -> list[int] | None:
     """Position of each old region index in `order`, or None when the order is the identity."""
-    if all(old == new for new, old in enumerate(order)):
+    if all(map(eq, order, range(len(order)))):
         return None
     rank = [0] * len(order)
     for position, old in enumerate(order):
@@ -154,8 +187,8 @@ def _logical_regions(topology: ExecutionTopology) -> list[int]:
 # ---- step 2: execution regions ----------------------------------------------------------------
 
 
-def _execution_regions(topology: ExecutionTopology,
-                       logical_of_vertex: list[int]) -> tuple[list[int], list[Members], list[int]]:
+def _execution_regions(topology: ExecutionTopology, logical_of_vertex: list[int],
+                       ids: Sequence[int]) -> tuple[list[int], list[Members], list[int]]:
     """Assign every subtask a region; return (region_of, member lists, logical root per region)."""
     vertices_by_logical: dict[int, list[int]] = {}
     for vertex, root in enumerate(logical_of_vertex):
@@ -170,7 +203,7 @@ def _execution_regions(topology: ExecutionTopology,
     for root, vertices in vertices_by_logical.items():
         pipelined = pipelined_by_logical.get(root, [])
         if len(vertices) == 1:
-            _singleton_regions(topology, vertices[0], root, region_of, member_lists, region_logical)
+            _singleton_regions(topology, vertices[0], root, region_of, member_lists, region_logical, ids)
         elif any(e.all_to_all for e in pipelined):
             _whole_region(topology, vertices, root, region_of, member_lists, region_logical)
         else:
@@ -179,11 +212,11 @@ def _execution_regions(topology: ExecutionTopology,
 
 
 def _singleton_regions(topology: ExecutionTopology, vertex: int, root: int, region_of: list[int],
-                       member_lists: list[Members], region_logical: list[int]) -> None:
+                       member_lists: list[Members], region_logical: list[int], ids: Sequence[int]) -> None:
     first = len(member_lists)
     lo, hi = topology.offsets[vertex], topology.offsets[vertex + 1]
-    region_of[lo:hi] = range(first, first + hi - lo)
-    member_lists.extend([s] for s in range(lo, hi))
+    region_of[lo:hi] = ids[first:first + hi - lo]
+    member_lists.extend(map(list, zip(ids[lo:hi])))  # [s] for each subtask s, with no new int
     region_logical.extend([root] * (hi - lo))
 
 
@@ -257,52 +290,63 @@ def _region_group_edges(topology: ExecutionTopology,
 def _distinct(region_of: list[int], lo: int, hi: int) -> list[int]:
     if hi - lo == 1:
         return [region_of[lo]]
-    return list(dict.fromkeys(region_of[lo:hi]))
+    regions = region_of[lo:hi]
+    if all(map(eq, regions, range(regions[0], regions[0] + hi - lo))):  # one region per subtask, in order
+        return regions
+    return list(dict.fromkeys(regions))
 
 
 # ---- step 4: order, and merge cycles ----------------------------------------------------------
 
 
-def _kahn_order(region_count: int, producers_of: list[list[int]],
-                consumers_of: list[list[int]]) -> list[int] | None:
-    """Regions in topological order over the region+group graph, or None if it has a cycle."""
+def _kahn_order(region_count: int, producers_of: list[list[int]], consumers_of: list[list[int]],
+                ids: Sequence[int] | None = None) -> list[int] | None:
+    """Regions in topological order over the region+group graph, or None if it has a cycle.
+
+    FIFO Kahn: the order list is its own queue (a region is appended when it becomes ready and
+    visited in that order). `ids`, when given, supplies the int objects of the region indices."""
     waiting_groups = [len(p) for p in producers_of]  # unfinished producer regions per group
     region_inputs = [0] * region_count
     for consumers in consumers_of:
         for region in consumers:
             region_inputs[region] += 1
-    out_start, out_groups = _groups_by_producer(region_count, producers_of)
-    ready = deque(r for r in range(region_count) if region_inputs[r] == 0)
-    order: list[int] = []
-    while ready:
-        region = ready.popleft()
-        order.append(region)
-        for g in out_groups[out_start[region]:out_start[region + 1]]:
+    out_group, out_groups = _groups_by_producer(region_count, producers_of)
+    order = list(compress(ids if ids is not None else range(region_count), map(not_, region_inputs)))
+    append = order.append
+    for region in order:  # grows while it is walked
+        first = out_group[region]
+        if first == _NO_GROUP:
+            continue
+        for g in (first,) if first != _SEVERAL_GROUPS else out_groups[region]:
             waiting_groups[g] -= 1
             if waiting_groups[g] == 0:
                 for consumer in consumers_of[g]:
                     region_inputs[consumer] -= 1
                     if region_inputs[consumer] == 0:
-                        ready.append(consumer)
+                        append(consumer)
     return order if len(order) == region_count else None
 
 
-def _groups_by_producer(region_count: int, producers_of: list[list[int]]) -> tuple[list[int], list[int]]:
-    """Compressed adjacency (region -> groups it produces into): region r's groups are
-    groups[start[r]:start[r + 1]]. Two flat lists instead of one list per region."""
-    start = [0] * (region_count + 1)
-    for producers in producers_of:
-        for region in producers:
-            start[region + 1] += 1
-    for region in range(region_count):
-        start[region + 1] += start[region]
-    fill = start[:-1]
-    groups = [0] * start[-1]
+_NO_GROUP, _SEVERAL_GROUPS = -1, -2
+
+
+def _groups_by_producer(region_count: int, producers_of: list[list[int]]) -> tuple[list[int], dict[int, list[int]]]:
+    """Region -> the groups it produces into, in group order: most regions produce into one group
+    or none, so a flat list holds that group (or _NO_GROUP), and a region producing into several
+    has _SEVERAL_GROUPS there and its groups in the dict. No list and no new int per region."""
+    out_group = [_NO_GROUP] * region_count
+    several: dict[int, list[int]] = {}
     for g, producers in enumerate(producers_of):
         for region in producers:
-            groups[fill[region]] = g
-            fill[region] += 1
-    return start, groups
+            first = out_group[region]
+            if first == _NO_GROUP:
+                out_group[region] = g
+            elif first == _SEVERAL_GROUPS:
+                several[region].append(g)
+            else:
+                out_group[region] = _SEVERAL_GROUPS
+                several[region] = [first, g]
+    return out_group, several
 
 
 def _tarjan_components(region_count: int, producers_of: list[list[int]],
@@ -405,8 +449,10 @@ def _merge_cyclic_logical_regions(topology: ExecutionTopology, logical_parent: l
             _union(logical_parent, roots[component[0]], roots[member])
 
 
-def _number_logical_regions(topology: ExecutionTopology, regions: list[Region],
-                            logical_parent: list[int]) -> list[LogicalRegion]:
+def _number_logical_regions(topology: ExecutionTopology,
+                            logical_parent: list[int]) -> tuple[list[LogicalRegion], dict[int, int]]:
+    """Logical regions numbered by their first vertex (their region lists still empty), and the index
+    of each logical root."""
     index_of_root: dict[int, int] = {}
     logical: list[LogicalRegion] = []
     for vertex in range(len(topology.vertex_names)):
@@ -415,10 +461,7 @@ def _number_logical_regions(topology: ExecutionTopology, regions: list[Region],
             index_of_root[root] = len(logical)
             logical.append(LogicalRegion(len(logical), [], []))
         logical[index_of_root[root]].vertices.append(vertex)
-    for region in regions:
-        region.logical = index_of_root[_find(logical_parent, region.logical)]
-        logical[region.logical].regions.append(region.index)
-    return logical
+    return logical, index_of_root
 
 
 # ---- union-find ---------------------------------------------------------------------------------

@@ -25,8 +25,10 @@ from typing import Any
 
 from ..core.errors import SpecError
 from ..core.graph import JobGraph
-from ..core.plan import Plan
+from ..core.plan import Plan, SlotRequest
 from ..core.regions import Region
+from ..core.resources import ResourceProfile
+from ..core.topology import gc_paused
 from .errors import UnfulfillableBulk
 from .hosts import Cluster
 from .pool import Bulk, Grant, SlotPool
@@ -115,11 +117,14 @@ def _fmt(value: float | None) -> str:
 def simulate(plans: list[Plan], cluster: Cluster, durations: dict[str, float] | None = None,
              allocator: str = "fifo-bulk") -> SimulationResult:
     _check_durations(plans, durations or {})
-    if allocator == "fifo-bulk":
-        return _FifoBulkSimulation(plans, cluster, durations or {}).run()
-    if allocator == "per-task":
+    if allocator not in ("fifo-bulk", "per-task"):
+        raise SpecError(f"unknown allocator {allocator!r}; use fifo-bulk or per-task")
+    # a run allocates a few small objects per region and event (runs, bulks, grants) and keeps most
+    # of them to the end: each collection on the way would rescan all of them
+    with gc_paused():
+        if allocator == "fifo-bulk":
+            return _FifoBulkSimulation(plans, cluster, durations or {}).run()
         return _PerTaskSimulation(plans, cluster, durations or {}).run()
-    raise SpecError(f"unknown allocator {allocator!r}; use fifo-bulk or per-task")
 
 
 def _check_durations(plans: list[Plan], durations: dict[str, float]) -> None:
@@ -127,6 +132,20 @@ def _check_durations(plans: list[Plan], durations: dict[str, float]) -> None:
     unknown = sorted(set(durations) - known)
     if unknown:
         raise SpecError(f"--durations names unknown vertex(es) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+
+
+class _VirtualClock:
+    """The simulated time, read by the pool. A lambda over the simulation would make a reference
+    cycle (simulation -> pool -> clock -> simulation) that only the garbage collector can free,
+    later and wherever it happens to run; without it, a finished run is freed at once."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class _Simulation:
@@ -138,6 +157,7 @@ class _Simulation:
         self.plans = plans
         self.cluster = cluster
         self.now = 0.0
+        self.clock = _VirtualClock()  # the pool's clock, with no reference back to the simulation
         self.events: list[tuple[float, int, Any, tuple[Any, ...]]] = []
         self.sequence = itertools.count()
         self.job_names = _unique_job_names(plans)
@@ -152,8 +172,10 @@ class _Simulation:
         heapq.heappush(self.events, (when, next(self.sequence), callback, args))
 
     def loop(self) -> None:
-        while self.events and not self.failure:
-            self.now, _, callback, args = heapq.heappop(self.events)
+        events, clock = self.events, self.clock
+        while events and not self.failure:
+            self.now, _, callback, args = heapq.heappop(events)
+            clock.now = self.now
             callback(*args)
 
     def record_ready(self, job: int, region: Region) -> RegionRun:
@@ -184,8 +206,10 @@ class _FifoBulkSimulation(_Simulation):
 
     def __init__(self, plans: list[Plan], cluster: Cluster, durations: dict[str, float]) -> None:
         super().__init__(plans, cluster, durations)
-        self.pool = SlotPool(cluster, clock=lambda: self.now)
+        self.pool = SlotPool(cluster, clock=self.clock)
         self.grant_sizes: dict[str, int] = {}
+        self.bulk_regions: dict[str, tuple[int, int]] = {}  # bulk id -> (job, region)
+        self.profiles: dict[int, tuple[tuple[SlotRequest, ...], tuple[ResourceProfile, ...]]] = {}
 
     def run(self) -> SimulationResult:
         for job, scheduler in enumerate(self.schedulers):
@@ -196,32 +220,55 @@ class _FifoBulkSimulation(_Simulation):
         return self.result(self.stuck_reason)
 
     def submit(self, job: int, units: list[int]) -> None:
-        plan = self.plans[job]
-        for region in (plan.regions[u] for u in units):
+        plan, job_name, pool = self.plans[job], self.job_names[job], self.pool
+        for region in map(plan.regions.__getitem__, units):
             run = self.record_ready(job, region)
-            requests = tuple(p for request in plan.slot_requests(region) for p in request.expand())
-            bulk = Bulk(f"{job}:{region.index}", self.job_names[job], f"{run.job}/{run.region}", requests)
+            bulk_id = f"{job}:{region.index}"
+            self.bulk_regions[bulk_id] = (job, region.index)
+            bulk = Bulk(bulk_id, job_name, f"{run.job}/{run.region}", self.requests(plan, region))
             try:
-                self.start_all(self.pool.submit(bulk))
+                grants = pool.submit(bulk)
             except UnfulfillableBulk as error:
                 self.failure = str(error)
                 return
+            if grants:
+                self.start_all(grants)
+
+    def requests(self, plan: Plan, region: Region) -> tuple[ResourceProfile, ...]:
+        """The region's slot requests, one profile per slot; regions of one shape share their
+        `SlotRequest` tuple, so its expansion is worked out once per shape."""
+        requests = plan.slot_requests(region)
+        known = self.profiles.get(id(requests))
+        if known is None or known[0] is not requests:
+            known = self.profiles[id(requests)] = (requests, tuple(p for r in requests for p in r.expand()))
+        return known[1]
 
     def start_all(self, grants: list[Grant]) -> None:
+        now, runs, bulk_regions = self.now, self.runs, self.bulk_regions
         for grant in grants:
-            job, region = (int(part) for part in grant.bulk_id.split(":"))
-            run = self.runs[(job, region)]
-            run.start, run.hosts = self.now, grant.hosts
-            self.grant_sizes[grant.bulk_id] = len(grant.slots)
-            self.take_slots(len(grant.slots))
+            bulk_id = grant.bulk_id
+            job, region = bulk_regions[bulk_id]
+            run = runs[(job, region)]
+            run.start, run.hosts = now, grant.hosts
+            size = len(grant.slots)
+            self.grant_sizes[bulk_id] = size
+            self.used += size
+            if self.used > self.peak:
+                self.peak = self.used
             self.schedulers[job].on_started(region)
-            self.at(self.now + self.region_duration[job][region], self.finish, job, region, grant.bulk_id)
+            heapq.heappush(self.events, (now + self.region_duration[job][region], next(self.sequence), self.finish,
+                                         (job, region, bulk_id)))
 
     def finish(self, job: int, region: int, bulk_id: str) -> None:
         self.runs[(job, region)].end = self.now
         self.used -= self.grant_sizes.pop(bulk_id)
-        self.start_all(self.pool.release(bulk_id))  # freed slots go to older waiting bulks first
-        self.submit(job, self.schedulers[job].on_finished(region).ready)
+        del self.bulk_regions[bulk_id]
+        grants = self.pool.release(bulk_id)  # freed slots go to older waiting bulks first
+        if grants:
+            self.start_all(grants)
+        ready = self.schedulers[job].on_finished(region).ready
+        if ready:
+            self.submit(job, ready)
 
     def stuck_reason(self) -> str:
         waiting = [bulk.label for bulk in self.pool.waiting_bulks()[:5]]

@@ -123,21 +123,24 @@ class RegionScheduler:
                                 if self.waiting_inputs[u] == 0 and self.state[u] is UnitState.WAITING)
 
     def on_started(self, unit: int) -> None:
-        self._expect(unit, UnitState.READY, "start")
+        if self.state[unit] is not UnitState.READY:
+            self._expect(unit, UnitState.READY, "start")
         self.state[unit] = UnitState.RUNNING
 
     def on_finished(self, unit: int) -> Progress:
-        if self.state[unit] not in (UnitState.READY, UnitState.RUNNING):
-            raise SchedulingError(f"{self.unit_name(unit)} reported finished while {self.state[unit].value}; "
+        state = self.state[unit]
+        if state is not UnitState.RUNNING and state is not UnitState.READY:
+            raise SchedulingError(f"{self.unit_name(unit)} reported finished while {state.value}; "
                                   "only a handed-out unit can finish")
         self.state[unit] = UnitState.FINISHED
         self.finished_count += 1
         newly_ready: list[int] = []
         for group in self.groups_produced[unit]:
             self._producer_finished(group, newly_ready)
-        progress = Progress(ready=self._mark_ready(sorted(newly_ready)))
-        progress.released_groups = self._consumer_finished(unit)
-        return progress
+        if newly_ready:
+            newly_ready.sort()
+            self._mark_ready(newly_ready)
+        return Progress(newly_ready, self._consumer_finished(unit))
 
     def on_failed(self, unit: int, lost_groups: Iterable[int] = ()) -> Restart:
         """`unit` failed; `lost_groups` are input groups whose partitions can no longer be read."""
@@ -173,10 +176,10 @@ class RegionScheduler:
     # ---- internals --------------------------------------------------------------------------------
 
     def _mark_ready(self, units: Iterable[int]) -> list[int]:
-        ready = []
-        for u in units:
-            self.state[u] = UnitState.READY
-            ready.append(u)
+        ready = list(units)
+        state, READY = self.state, UnitState.READY
+        for u in ready:
+            state[u] = READY
         return ready
 
     def _producer_finished(self, group: int, newly_ready: list[int]) -> None:
@@ -200,12 +203,15 @@ class RegionScheduler:
 
     def _consumer_finished(self, unit: int) -> list[int]:
         released = []
+        unfinished = self.unfinished_consumers
         for group, _ in self.consumed[unit]:
-            self.unfinished_consumers[group] -= 1
-            if self.unfinished_consumers[group] == 0:
+            left = unfinished[group] - 1
+            unfinished[group] = left
+            if left == 0:
                 self.released.add(group)
                 released.append(group)
-        return released + self.internal_groups.get(unit, [])
+        internal = self.internal_groups.get(unit)
+        return released + internal if internal else released
 
     def _restart_set(self, failed: int, lost_groups: set[int]) -> set[int]:
         restart = {failed}

@@ -1,0 +1,421 @@
+"""FROZEN COPY of regionflow/core/regions.py before the speed work (issue 17 item 7), the reference
+the faster build is compared with (test_regions_reference.py). Do not edit.
+
+Pipelined regions: logical regions over vertices, execution regions over subtasks, cycle merge.
+
+Steps, all O(vertices + subtasks + groups):
+
+1. Logical regions: vertices joined by pipelined edges (union-find).
+2. Execution regions per logical region (seed 004): a logical region holding a pipelined all-to-all
+   edge is one execution region; a pointwise-only one is split by its pipelined groups (union-find
+   over subtasks; each group joins its producer range with its consumer range).
+3. Region graph: nodes are the execution regions and the blocking partition groups (region ->
+   group when the region produces into it, group -> region when the region consumes it), so an
+   all-to-all blocking edge costs O(S + T) edges rather than O(S x T).
+4. Cycle merge: Kahn's algorithm orders the graph; if anything is left, one iterative Tarjan pass
+   over the whole region graph merges every strongly connected component into one region (across
+   logical regions too), and its output order is the schedule order.
+5. Logical regions that now share an execution region are merged, and so are logical regions that
+   depend on each other in a cycle, so that one Airflow task per logical region has acyclic
+   dependencies.
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from regionflow.core.regions import Region
+from regionflow.core.topology import ExecutionEdge, ExecutionTopology, gc_paused
+
+Members = list[int] | range  # a region's sorted subtask ids (a range for a whole region)
+
+
+@dataclass
+class LogicalRegion:
+    index: int
+    vertices: list[int]  # vertex indices in topological order
+    regions: list[int]  # execution region indices in schedule order
+
+
+class RegionSet:
+    """Execution regions in schedule order, their logical regions and the blocking group wiring."""
+
+    def __init__(self, topology: ExecutionTopology, regions: list[Region], logical: list[LogicalRegion],
+                 region_of: list[int], group_producers: dict[int, list[int]],
+                 group_consumers: dict[int, list[int]]) -> None:
+        self.topology = topology
+        self.regions = regions
+        self.logical = logical
+        self.region_of = region_of
+        self.group_producers: dict[int, list[int]] = {}  # blocking group read across regions -> producer regions
+        self.group_consumers: dict[int, list[int]] = {}  # ... -> consumer regions
+        self.internal_groups: dict[int, int] = {}  # blocking group produced and read inside one region -> region
+        for group, producers in group_producers.items():
+            self._wire_group(group, producers, group_consumers[group])
+
+    def _wire_group(self, group: int, producers: list[int], consumers: list[int]) -> None:
+        if len(producers) == 1 and producers == consumers:
+            self.internal_groups[group] = producers[0]
+            return
+        producer_set = set(producers) if len(producers) > 1 else producers
+        regions = self.regions
+        for consumer in consumers:
+            entry = (group, consumer in producer_set)
+            region = regions[consumer]
+            if isinstance(region.consumed, list):  # () until the first entry, then a (non-empty) list
+                region.consumed.append(entry)
+            else:
+                region.consumed = [entry]
+        self.group_producers[group] = producers
+        self.group_consumers[group] = consumers
+
+    def __len__(self) -> int:
+        return len(self.regions)
+
+    def __iter__(self) -> Iterator[Region]:
+        return iter(self.regions)
+
+    def region_of_subtask(self, subtask: int) -> Region:
+        return self.regions[self.region_of[subtask]]
+
+
+def build_regions(topology: ExecutionTopology) -> RegionSet:
+    with gc_paused():
+        return _build_regions(topology)
+
+
+def _build_regions(topology: ExecutionTopology) -> RegionSet:
+    logical_parent = _logical_regions(topology)
+    region_of, member_lists, region_logical = _execution_regions(topology, logical_parent)
+    group_ids, producers_of, consumers_of = _region_group_edges(topology, region_of)
+    order = _kahn_order(len(member_lists), producers_of, consumers_of)
+    if order is None:
+        components = _tarjan_components(len(member_lists), producers_of, consumers_of)
+        for component in components:
+            for region in component[1:]:
+                _union(logical_parent, region_logical[component[0]], region_logical[region])
+        region_of, member_lists = _merge_components(components, member_lists, len(region_of))
+        region_logical = [region_logical[component[0]] for component in components]
+        group_ids, producers_of, consumers_of = _region_group_edges(topology, region_of)
+        order = list(range(len(member_lists)))
+    _merge_cyclic_logical_regions(topology, logical_parent)
+    rank = _rank(order)
+    if rank is not None:
+        region_of = [rank[r] for r in region_of]
+        producers_of = [[rank[r] for r in regions] for regions in producers_of]
+        consumers_of = [[rank[r] for r in regions] for regions in consumers_of]
+    regions = [Region(position, member_lists[old], region_logical[old]) for position, old in enumerate(order)]
+    logical = _number_logical_regions(topology, regions, logical_parent)
+    return RegionSet(topology, regions, logical, region_of,
+                     dict(zip(group_ids, producers_of, strict=False)), dict(zip(group_ids, consumers_of, strict=False)))
+
+
+def _rank(order: list[int]) -> list[int] | None:
+    """Position of each old region index in `order`, or None when the order is the identity."""
+    if all(old == new for new, old in enumerate(order)):
+        return None
+    rank = [0] * len(order)
+    for position, old in enumerate(order):
+        rank[old] = position
+    return rank
+
+
+# ---- step 1: logical regions ------------------------------------------------------------------
+
+
+def _logical_regions(topology: ExecutionTopology) -> list[int]:
+    """Union-find parents over vertex indices, fully compressed: parent[v] is v's logical root."""
+    parent = list(range(len(topology.vertex_names)))
+    for exec_edge in topology.edges:
+        if not exec_edge.blocking:
+            _union(parent, exec_edge.src, exec_edge.dst)
+    for vertex in range(len(parent)):
+        _find(parent, vertex)
+    return parent
+
+
+# ---- step 2: execution regions ----------------------------------------------------------------
+
+
+def _execution_regions(topology: ExecutionTopology,
+                       logical_of_vertex: list[int]) -> tuple[list[int], list[Members], list[int]]:
+    """Assign every subtask a region; return (region_of, member lists, logical root per region)."""
+    vertices_by_logical: dict[int, list[int]] = {}
+    for vertex, root in enumerate(logical_of_vertex):
+        vertices_by_logical.setdefault(root, []).append(vertex)
+    pipelined_by_logical: dict[int, list[ExecutionEdge]] = {}
+    for exec_edge in topology.edges:
+        if not exec_edge.blocking:
+            pipelined_by_logical.setdefault(logical_of_vertex[exec_edge.src], []).append(exec_edge)
+    region_of = [0] * topology.subtask_count
+    member_lists: list[Members] = []
+    region_logical: list[int] = []
+    for root, vertices in vertices_by_logical.items():
+        pipelined = pipelined_by_logical.get(root, [])
+        if len(vertices) == 1:
+            _singleton_regions(topology, vertices[0], root, region_of, member_lists, region_logical)
+        elif any(e.all_to_all for e in pipelined):
+            _whole_region(topology, vertices, root, region_of, member_lists, region_logical)
+        else:
+            _pointwise_regions(topology, vertices, pipelined, root, region_of, member_lists, region_logical)
+    return region_of, member_lists, region_logical
+
+
+def _singleton_regions(topology: ExecutionTopology, vertex: int, root: int, region_of: list[int],
+                       member_lists: list[Members], region_logical: list[int]) -> None:
+    first = len(member_lists)
+    lo, hi = topology.offsets[vertex], topology.offsets[vertex + 1]
+    region_of[lo:hi] = range(first, first + hi - lo)
+    member_lists.extend([s] for s in range(lo, hi))
+    region_logical.extend([root] * (hi - lo))
+
+
+def _whole_region(topology: ExecutionTopology, vertices: list[int], root: int, region_of: list[int],
+                  member_lists: list[Members], region_logical: list[int]) -> None:
+    index = len(member_lists)
+    ordered = sorted(vertices)
+    for vertex in ordered:
+        lo, hi = topology.offsets[vertex], topology.offsets[vertex + 1]
+        region_of[lo:hi] = [index] * (hi - lo)
+    if ordered[-1] - ordered[0] == len(ordered) - 1:  # consecutive vertices: their ids form one range
+        members: range | list[int] = range(topology.offsets[ordered[0]], topology.offsets[ordered[-1] + 1])
+    else:
+        members = [s for vertex in ordered for s in range(topology.offsets[vertex], topology.offsets[vertex + 1])]
+    member_lists.append(members)
+    region_logical.append(root)
+
+
+def _pointwise_regions(topology: ExecutionTopology, vertices: list[int], pipelined: list[ExecutionEdge], root: int,
+                       region_of: list[int], member_lists: list[Members], region_logical: list[int]) -> None:
+    # region_of doubles as the union-find parent array over subtask ids until regions are numbered
+    parent = region_of
+    for vertex in vertices:
+        lo, hi = topology.offsets[vertex], topology.offsets[vertex + 1]
+        parent[lo:hi] = range(lo, hi)
+    for exec_edge in pipelined:
+        for group in topology.groups[exec_edge.group_lo:exec_edge.group_hi]:
+            anchor = group.prod_lo
+            for subtask in range(group.prod_lo + 1, group.prod_hi):
+                _union(parent, anchor, subtask)
+            for subtask in range(group.cons_lo, group.cons_hi):
+                _union(parent, anchor, subtask)
+    index_of_root: dict[int, int] = {}
+    ordered = sorted(vertices)
+    roots = [_find(parent, s) for v in ordered for s in range(topology.offsets[v], topology.offsets[v + 1])]
+    subtasks = [s for v in ordered for s in range(topology.offsets[v], topology.offsets[v + 1])]
+    built: dict[int, list[int]] = {}  # index -> the member list being built
+    for subtask, rep in zip(subtasks, roots, strict=True):
+        index = index_of_root.get(rep)
+        if index is None:
+            index = index_of_root[rep] = len(member_lists)
+            built[index] = [subtask]
+            member_lists.append(built[index])
+            region_logical.append(root)
+        else:
+            built[index].append(subtask)
+        region_of[subtask] = index
+    for members in built.values():
+        members.sort()
+
+
+# ---- step 3: region graph through blocking groups ---------------------------------------------
+
+
+def _region_group_edges(topology: ExecutionTopology,
+                        region_of: list[int]) -> tuple[list[int], list[list[int]], list[list[int]]]:
+    """Blocking group ids with, for each, its distinct producer regions and consumer regions."""
+    group_ids: list[int] = []
+    producers_of: list[list[int]] = []
+    consumers_of: list[list[int]] = []
+    for exec_edge in topology.edges:
+        if not exec_edge.blocking:
+            continue
+        for group in topology.groups[exec_edge.group_lo:exec_edge.group_hi]:
+            group_ids.append(group.index)
+            producers_of.append(_distinct(region_of, group.prod_lo, group.prod_hi))
+            consumers_of.append(_distinct(region_of, group.cons_lo, group.cons_hi))
+    return group_ids, producers_of, consumers_of
+
+
+def _distinct(region_of: list[int], lo: int, hi: int) -> list[int]:
+    if hi - lo == 1:
+        return [region_of[lo]]
+    return list(dict.fromkeys(region_of[lo:hi]))
+
+
+# ---- step 4: order, and merge cycles ----------------------------------------------------------
+
+
+def _kahn_order(region_count: int, producers_of: list[list[int]],
+                consumers_of: list[list[int]]) -> list[int] | None:
+    """Regions in topological order over the region+group graph, or None if it has a cycle."""
+    waiting_groups = [len(p) for p in producers_of]  # unfinished producer regions per group
+    region_inputs = [0] * region_count
+    for consumers in consumers_of:
+        for region in consumers:
+            region_inputs[region] += 1
+    out_start, out_groups = _groups_by_producer(region_count, producers_of)
+    ready = deque(r for r in range(region_count) if region_inputs[r] == 0)
+    order: list[int] = []
+    while ready:
+        region = ready.popleft()
+        order.append(region)
+        for g in out_groups[out_start[region]:out_start[region + 1]]:
+            waiting_groups[g] -= 1
+            if waiting_groups[g] == 0:
+                for consumer in consumers_of[g]:
+                    region_inputs[consumer] -= 1
+                    if region_inputs[consumer] == 0:
+                        ready.append(consumer)
+    return order if len(order) == region_count else None
+
+
+def _groups_by_producer(region_count: int, producers_of: list[list[int]]) -> tuple[list[int], list[int]]:
+    """Compressed adjacency (region -> groups it produces into): region r's groups are
+    groups[start[r]:start[r + 1]]. Two flat lists instead of one list per region."""
+    start = [0] * (region_count + 1)
+    for producers in producers_of:
+        for region in producers:
+            start[region + 1] += 1
+    for region in range(region_count):
+        start[region + 1] += start[region]
+    fill = start[:-1]
+    groups = [0] * start[-1]
+    for g, producers in enumerate(producers_of):
+        for region in producers:
+            groups[fill[region]] = g
+            fill[region] += 1
+    return start, groups
+
+
+def _tarjan_components(region_count: int, producers_of: list[list[int]],
+                       consumers_of: list[list[int]]) -> list[list[int]]:
+    """Strongly connected components of the region+group graph, as region lists, in topological
+    order. Nodes 0..R-1 are regions, R.. are groups. Iterative: no recursion limit at 10k x 10k."""
+    group_count = len(producers_of)
+    successors: list[list[int]] = [[] for _ in range(region_count + group_count)]
+    for g in range(group_count):
+        node = region_count + g
+        for region in producers_of[g]:
+            successors[region].append(node)
+        successors[node] = consumers_of[g]
+    total = region_count + group_count
+    index_of = [-1] * total
+    low = [0] * total
+    on_stack = [False] * total
+    stack: list[int] = []
+    components: list[list[int]] = []
+    counter = 0
+    for start in range(total):
+        if index_of[start] != -1:
+            continue
+        work = [(start, 0)]
+        index_of[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack[start] = True
+        while work:
+            node, position = work[-1]
+            succ = successors[node]
+            if position < len(succ):
+                work[-1] = (node, position + 1)
+                nxt = succ[position]
+                if index_of[nxt] == -1:
+                    index_of[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack[nxt] = True
+                    work.append((nxt, 0))
+                elif on_stack[nxt] and index_of[nxt] < low[node]:
+                    low[node] = index_of[nxt]
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                if low[node] < low[parent]:
+                    low[parent] = low[node]
+            if low[node] == index_of[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack[member] = False
+                    if member < region_count:
+                        component.append(member)
+                    if member == node:
+                        break
+                if component:
+                    components.append(component)
+    components.reverse()  # Tarjan emits sinks first
+    return components
+
+
+def _merge_components(components: list[list[int]], member_lists: list[Members],
+                      subtask_count: int) -> tuple[list[int], list[Members]]:
+    """One region per component, indexed in the components' (topological) order."""
+    region_of = [0] * subtask_count
+    merged: list[Members] = []
+    for index, component in enumerate(components):
+        members: Members
+        if len(component) == 1:
+            members = member_lists[component[0]]
+        else:
+            members = sorted(s for r in component for s in member_lists[r])
+        for subtask in members:
+            region_of[subtask] = index
+        merged.append(members)
+    return region_of, merged
+
+
+# ---- step 5: logical regions for Airflow -------------------------------------------
+
+
+def _merge_cyclic_logical_regions(topology: ExecutionTopology, logical_parent: list[int]) -> None:
+    """Merge logical regions that depend on each other in a cycle (vertex level, cheap)."""
+    roots = sorted({_find(logical_parent, v) for v in range(len(logical_parent))})
+    position = {root: i for i, root in enumerate(roots)}
+    producers: list[list[int]] = []
+    consumers: list[list[int]] = []
+    for exec_edge in topology.edges:
+        src = position[_find(logical_parent, exec_edge.src)]
+        dst = position[_find(logical_parent, exec_edge.dst)]
+        if exec_edge.blocking and src != dst:
+            producers.append([src])
+            consumers.append([dst])
+    if _kahn_order(len(roots), producers, consumers) is not None:
+        return
+    for component in _tarjan_components(len(roots), producers, consumers):
+        for member in component[1:]:
+            _union(logical_parent, roots[component[0]], roots[member])
+
+
+def _number_logical_regions(topology: ExecutionTopology, regions: list[Region],
+                            logical_parent: list[int]) -> list[LogicalRegion]:
+    index_of_root: dict[int, int] = {}
+    logical: list[LogicalRegion] = []
+    for vertex in range(len(topology.vertex_names)):
+        root = _find(logical_parent, vertex)
+        if root not in index_of_root:
+            index_of_root[root] = len(logical)
+            logical.append(LogicalRegion(len(logical), [], []))
+        logical[index_of_root[root]].vertices.append(vertex)
+    for region in regions:
+        region.logical = index_of_root[_find(logical_parent, region.logical)]
+        logical[region.logical].regions.append(region.index)
+    return logical
+
+
+# ---- union-find ---------------------------------------------------------------------------------
+
+
+def _find(parent: list[int], node: int) -> int:
+    while parent[node] != node:
+        parent[node] = parent[parent[node]]
+        node = parent[node]
+    return node
+
+
+def _union(parent: list[int], a: int, b: int) -> None:
+    ra, rb = _find(parent, a), _find(parent, b)
+    if ra != rb:
+        parent[max(ra, rb)] = min(ra, rb)
