@@ -1,10 +1,15 @@
 """The ``airflow.cfg`` of the embedded Airflow stack, and the files and secrets beside it.
 
-Configuration lives in ``<home>/airflow.cfg`` only (see `regionflow.testing.stack` for why every child
-gets it and no inherited ``AIRFLOW__SECTION__KEY`` variable). This module writes it: the sections
-(`config_sections`), the secrets kept across restarts of one home (`stack_secrets`: the metadata
-database's fernet key must not change), the simple auth manager's admin password file (mode 0600,
-never logged), and SQLite's WAL mode for the metadata database.
+Configuration lives in ``<home>/airflow.cfg`` only. Every child gets ``AIRFLOW_HOME`` and
+``AIRFLOW_CONFIG`` pointing at it and no inherited ``AIRFLOW__SECTION__KEY`` variables, because
+those override the file: a developer's shell (or the Makefile's ``AIRFLOW__CORE__LOAD_EXAMPLES``)
+cannot then change the stack, and any process started later with the same ``AIRFLOW_HOME`` (task
+processes, Spark drivers, a developer's ``airflow`` CLI) reads exactly the same settings.
+
+This module writes it: the sections (`config_sections`), the secrets kept across restarts of one
+home (`stack_secrets`: the metadata database's fernet key must not change), the simple auth
+manager's admin password file (mode 0600, never logged), and SQLite's WAL mode for the metadata
+database.
 """
 from __future__ import annotations
 

@@ -7,11 +7,7 @@ real installation: deferrable operators need the triggerer) with their logs in
 ``<home>/logs/<component>.log``, and a small client of the public REST API v2 (token, DAGs, import
 errors, runs, task instances, task logs, marking and clearing task instances).
 
-Configuration lives in ``<home>/airflow.cfg`` only. Every child gets ``AIRFLOW_HOME`` and
-``AIRFLOW_CONFIG`` pointing at it and no inherited ``AIRFLOW__SECTION__KEY`` variables, because
-those override the file: a developer's shell (or the Makefile's ``AIRFLOW__CORE__LOAD_EXAMPLES``)
-cannot then change the stack, and any process started later with the same ``AIRFLOW_HOME`` (task
-processes, Spark drivers, a developer's ``airflow`` CLI) reads exactly the same settings.
+Configuration lives in ``<home>/airflow.cfg`` only (`airflow_config` says why and writes it).
 
 Everything stays on loopback: the api-server binds 127.0.0.1, and the scheduler and the triggerer
 run with ``--skip-serve-logs`` because Airflow's worker log server binds every interface (``host=""``
