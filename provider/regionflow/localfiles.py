@@ -1,6 +1,7 @@
 """Local files written whole: a temp file with a unique name beside the target, then `os.replace`.
 Several processes may write the same file at once (region tasks of one run write the run's job spec,
-attempts rewrite state files): each has its own temp file, readers see an old or a new file whole."""
+attempts rewrite state files): each has its own temp file, readers see an old or a new file whole.
+And the end of a log file (`tail`), which every error naming a process's log quotes."""
 from __future__ import annotations
 
 import json
@@ -28,4 +29,13 @@ def write_json_atomically(path: str, data: Any) -> str:
     return write_text_atomically(path, json.dumps(data))
 
 
-__all__ = ["write_json_atomically", "write_text_atomically"]
+def tail(path: str, lines: int = 40) -> str:
+    """The last `lines` lines of the text file at `path`, or ``(no log)`` when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+__all__ = ["tail", "write_json_atomically", "write_text_atomically"]

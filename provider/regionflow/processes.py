@@ -149,12 +149,7 @@ def reap(process: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
 
 
 def _wait_group_empty(pgid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while process_group_members(pgid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return wait_until(lambda: not process_group_members(pgid), timeout, poll_seconds=0.05)
 
 
 __all__ = ["DEFAULT_KILL_GRACE_SECONDS", "ProcessInfo", "descendants", "kill_process_group", "live_processes",

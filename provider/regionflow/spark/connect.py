@@ -24,13 +24,13 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..core.errors import RegionflowError
-from ..localfiles import write_json_atomically, write_text_atomically
-from ..processes import terminate_process_group
+from ..localfiles import tail, write_json_atomically, write_text_atomically
+from ..processes import terminate_process_group, wait_until
 from ..scheduling.hosts import Cluster, Host
 from .sizing import sized_conf
 from .submit import pinned_cpus
@@ -180,7 +180,7 @@ class ConnectServer:
         if current.state in ("up", "starting") and current.pid is not None:
             return current if current.up else self._wait_ready(current.pid, timeout)
         if self.stopped_idle:  # an idle stop may still be ending the old server: let its port go
-            _wait_for(lambda: not _port_answers(self.port), IDLE_STOP_WAIT_S)
+            wait_until(lambda: not _port_answers(self.port), IDLE_STOP_WAIT_S, poll_seconds=0.2)
         if _port_answers(self.port):
             raise SessionServerError(
                 f"host {self.host.name!r}: port {self.port} on {LOOPBACK} is already in use by another "
@@ -207,14 +207,15 @@ class ConnectServer:
                 self._forget()
                 raise SessionServerError(
                     f"host {self.host.name!r}: the Spark Connect server exited (code {exited}) before its port "
-                    f"{self.port} answered; its log ({self.log_path}) ends with:\n{_tail(self.log_path)}")
+                    f"{self.port} answered; its log ({self.log_path}) ends with:\n{tail(self.log_path, _LOG_TAIL)}")
             if _port_answers(self.port) and self._answers_a_session():
                 return ServerStatus(self.host.name, "up", self.url, pid)
             if time.monotonic() >= deadline:
                 self.stop()
                 raise SessionServerError(
                     f"host {self.host.name!r}: the Spark Connect server did not answer on port {self.port} within "
-                    f"{timeout:.0f} s; it was stopped. Its log ({self.log_path}) ends with:\n{_tail(self.log_path)}")
+                    f"{timeout:.0f} s; it was stopped. Its log ({self.log_path}) ends with:\n"
+                    f"{tail(self.log_path, _LOG_TAIL)}")
             time.sleep(0.2)
 
     def _answers_a_session(self) -> bool:
@@ -361,14 +362,6 @@ def _host_lock(path: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(step)
-    return True
-
 
 def _file_name(host: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in host) or "host"
@@ -397,13 +390,6 @@ def _alive(pid: int) -> bool:
 def _write_json(path: str, data: Mapping[str, Any]) -> None:
     write_json_atomically(path, dict(data))
 
-
-def _tail(path: str, lines: int = _LOG_TAIL) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 __all__ = ["CONNECT_CLIENT_VARIABLES", "ConnectServer", "DEFAULT_BASE_PORT", "ServerState", "ServerStatus",

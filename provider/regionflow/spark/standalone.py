@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import RegionflowError
+from ..localfiles import tail
 from ..processes import kill_process_group, process_group_members, terminate_process_group
+from .connect import free_port
 from .submit_args import LOOPBACK, spark_child_env, spark_home
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -54,11 +56,7 @@ class _Daemon:
     log_path: str
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as handle:
-                return "".join(handle.readlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return tail(self.log_path, lines)
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ class StandaloneCluster:
         if self._daemons:
             raise StandaloneClusterError(f"the standalone cluster in {self.work_dir} is already started")
         self._prepare_dirs()
-        self._master_port, self._webui_port = _free_port(), _free_port()
+        self._master_port, self._webui_port = free_port(), free_port()
         try:
             self._daemons.append(self._spawn("master", MASTER_CLASS, self._master_args()))
             for index in range(self.workers):
@@ -209,7 +207,7 @@ class StandaloneCluster:
 
     def _worker_args(self, index: int) -> list[str]:
         return [
-            "--host", LOOPBACK, "--port", str(_free_port()), "--webui-port", str(_free_port()),
+            "--host", LOOPBACK, "--port", str(free_port()), "--webui-port", str(free_port()),
             "--cores", str(self.cores_per_worker), "--memory", self.memory_per_worker,
             "--work-dir", os.path.join(self.work_dir, "work", f"worker-{index}"),
             f"spark://{LOOPBACK}:{self._master_port}",
@@ -270,11 +268,6 @@ def _check_sizes(workers: int, cores_per_worker: int, memory_per_worker: str) ->
             f"memory_per_worker={memory_per_worker!r} is not a Spark memory size; use e.g. '1g' or '512m'"
         )
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        return probe.getsockname()[1]
 
 
 def _group_pids(leaders: Iterable[int]) -> list[int]:

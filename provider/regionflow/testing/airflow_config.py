@@ -17,9 +17,10 @@ import configparser
 import json
 import os
 import secrets
-import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from ..spark.connect import free_port
 
 if TYPE_CHECKING:
     from .stack import EmbeddedAirflow
@@ -147,12 +148,6 @@ def ensure_admin_password(passwords_path: str) -> None:
     write_private(passwords_path, json.dumps(passwords) + "\n")
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
-
 
 def render_config(sections: Mapping[str, Mapping[str, str]]) -> str:
     """`sections` as airflow.cfg text ('%' doubled: Airflow reads the file with interpolation)."""
@@ -217,5 +212,5 @@ def _fernet_key() -> str:
 
 
 __all__ = ["ADMIN_USER", "LOOPBACK", "SQLITE_CONNECT_ARGS", "config_sections", "ensure_admin_password",
-           "free_port", "loopback_hostname", "read_config", "read_json", "render_config", "stack_secrets",
+           "loopback_hostname", "read_config", "read_json", "render_config", "stack_secrets",
            "use_wal", "write_private"]

@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 
+from ..localfiles import tail
 from ..processes import (
     ProcessInfo,
     descendants,
@@ -47,11 +48,11 @@ from ..processes import (
     tagged_processes,
     wait_until,
 )
+from ..spark.connect import free_port
 from .airflow_config import (
     LOOPBACK,
     config_sections,
     ensure_admin_password,
-    free_port,
     render_config,
     stack_secrets,
     use_wal,
@@ -151,8 +152,6 @@ class EmbeddedAirflow(AirflowRestClient):
             return None
         from ..config import RegionflowConfig
         from ..spark.backends import configured_servers
-        from ..spark.connect import free_port
-
         if not self.regionflow_options.get("session_base_port"):
             self.regionflow_options["session_base_port"] = str(free_port())
         self.regionflow_options.setdefault("session_state_dir", os.path.join(self.home, "regionflow-sessions"))
@@ -330,7 +329,7 @@ class EmbeddedAirflow(AirflowRestClient):
         return {component.name: component.process.pid for component in self._running}
 
     def log_tail(self, component: str, lines: int = _LOG_TAIL_LINES) -> str:
-        return _tail(self.log_path(component), lines)
+        return tail(self.log_path(component), lines)
 
     def log_tails(self) -> str:
         return "\n".join(
@@ -360,7 +359,7 @@ class EmbeddedAirflow(AirflowRestClient):
             outcome = f"exited with code {code}" if code is not None else f"ran over the {timeout:.0f} s left"
             command = " ".join(["airflow", *argv])
             raise ComponentFailed(name, log_path, f"{command} {outcome}; its log ({log_path}) ends with:\n"
-                                                  f"{_tail(log_path)}")
+                                                  f"{tail(log_path, _LOG_TAIL_LINES)}")
         return round(time.monotonic() - started, 2)
 
     def _start_session_servers(self, timeout: float) -> None:
@@ -464,7 +463,7 @@ class EmbeddedAirflow(AirflowRestClient):
                 raise ComponentFailed(
                     component.name, component.log_path,
                     f"the Airflow {component.name} exited with code {code}; its log ({component.log_path}) "
-                    f"ends with:\n{_tail(component.log_path)}",
+                    f"ends with:\n{tail(component.log_path, _LOG_TAIL_LINES)}",
                 )
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -487,13 +486,6 @@ def _check_components(components: Sequence[str]) -> None:
     if "api-server" not in components:
         raise EmbeddedAirflowError("the api-server is required: it serves the execution API and the health check")
 
-
-def _tail(path: str, lines: int = _LOG_TAIL_LINES) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 __all__ = ["DEFAULT_COMPONENTS", "DEFAULT_EXECUTOR", "KNOWN_COMPONENTS", "STACK_TAG_VARIABLE", "EmbeddedAirflow"]
