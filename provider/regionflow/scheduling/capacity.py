@@ -145,19 +145,8 @@ class SlotTable:
         free = self.free_count[host]
         left = free - count
         self.free_count[host] = left
-        klass = self.class_of_host[host]
-        self.class_free[klass] -= count
-        # self._move(host, free, left), inlined: this runs for every host of every grant
-        buckets = self._buckets[klass]
-        bit = 1 << host
-        if free:
-            remaining = buckets[free] & ~bit
-            buckets[free] = remaining
-            if not remaining:
-                self._nonempty[klass] &= ~(1 << free)
-        if left:
-            buckets[left] |= bit
-            self._nonempty[klass] |= 1 << left
+        self.class_free[self.class_of_host[host]] -= count
+        self._move(host, free, left)
         return taken
 
     def take_specific(self, host: int, indices: Sequence[int]) -> list[int]:
@@ -186,19 +175,8 @@ class SlotTable:
         count = len(slots)
         now_free = free + count
         self.free_count[host] = now_free
-        klass = self.class_of_host[host]
-        self.class_free[klass] += count
-        # self._move(host, free, now_free), inlined: this runs for every host of every release
-        buckets = self._buckets[klass]
-        bit = 1 << host
-        if free:
-            remaining = buckets[free] & ~bit
-            buckets[free] = remaining
-            if not remaining:
-                self._nonempty[klass] &= ~(1 << free)
-        if now_free:
-            buckets[now_free] |= bit
-            self._nonempty[klass] |= 1 << now_free
+        self.class_free[self.class_of_host[host]] += count
+        self._move(host, free, now_free)
 
     def _move(self, host: int, old_free: int, new_free: int) -> None:
         klass = self.class_of_host[host]

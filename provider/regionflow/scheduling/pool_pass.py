@@ -165,10 +165,7 @@ class Passes:
         heads = []
         active = state.active
         for signature, queue in self.queue.sub_queues.items():
-            for fit_mask in signature:  # _uses_only_active(signature, active), inlined
-                if not fit_mask & active:
-                    break
-            else:
+            if _uses_only_active(signature, active):
                 walk = iter(queue.values())
                 for first in walk:  # the sub-queue's oldest bulk behind the head
                     if first.sequence > head_sequence:
@@ -179,11 +176,7 @@ class Passes:
         heappop, heapreplace, visit = heapq.heappop, heapq.heapreplace, self._visit
         while heads:
             _, signature, waiting, walk = heads[0]
-            active = state.active
-            for fit_mask in signature:
-                if not fit_mask & active:
-                    break
-            else:
+            if _uses_only_active(signature, state.active):
                 grant = visit(waiting, state)
                 if grant is not None:
                     grants.append(grant)
@@ -203,7 +196,7 @@ class Passes:
 
         This is the hot path of a pass (a few visits per event), so the common case - a bulk of one
         profile whose job has no blocklist entry - decides the counts per class first (`assign_one`),
-        spends them per class and only then picks hosts (`place_plan`); `_set_aside` is inlined.
+        spends them per class and only then picks hosts (`place_plan`).
         """
         state.last_sequence = waiting.sequence
         masks = self.masks.masks
@@ -233,24 +226,7 @@ class Passes:
             placements = choose_slots(self.table, demand, budget, blocked | state.pinned)
             grant = None if placements is None else self.book.grant(waiting, self._spend(state, placements))
         if grant is None:
-            if blocked:
-                self._set_aside(state, demand, budget, blocked)
-            else:
-                # self._set_aside(state, demand, budget, 0), inlined (here budget is state.budget)
-                floating = state.floating
-                for klass, need in demand.needs:
-                    have = budget[klass]
-                    if not have:
-                        continue
-                    if have <= need:  # reserve the class's whole budget: the class is drained
-                        budget[klass] = 0
-                        state.total -= have
-                        state.active &= ~(1 << klass)
-                        floating[klass] += have
-                    else:
-                        budget[klass] = have - need
-                        state.total -= need
-                        floating[klass] += need
+            self._set_aside(state, demand, budget, blocked)
             state.blocked += 1
         if state.total <= 0 or state.blocked >= self.lookahead:
             state.open = False

@@ -77,12 +77,7 @@ class RequirementLedger:
     def bulk_granted(self, job_id: str, bulk_id: str, shape: Shape) -> None:
         book = self._books[job_id]
         del book.waiting[bulk_id]
-        outstanding = book.outstanding
-        left = outstanding[shape] - 1  # _decrement(outstanding, shape), inlined: once per grant
-        if left:
-            outstanding[shape] = left
-        else:
-            del outstanding[shape]
+        _decrement(book.outstanding, shape)
         book.acquired[shape] = book.acquired.get(shape, 0) + 1
 
     def bulk_restored(self, job_id: str, shape: Shape) -> None:
@@ -103,12 +98,7 @@ class RequirementLedger:
     def slots_returned(self, job_id: str, shape: Shape) -> None:
         """A granted bulk gave its slots back (released or lost with a host)."""
         book = self._books[job_id]
-        acquired = book.acquired
-        left = acquired[shape] - 1  # _decrement(acquired, shape), inlined: once per release
-        if left:
-            acquired[shape] = left
-        else:
-            del acquired[shape]
+        _decrement(book.acquired, shape)
         if not book.waiting and not book.acquired:
             del self._books[job_id]
 
