@@ -32,6 +32,7 @@ import threading
 import time
 from typing import Any
 
+from regionflow.spark.filesystems import LocalFileSystem
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
 
@@ -68,18 +69,6 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def tree_size(path: str) -> int:
-    """Bytes of the files under `path` (files that vanish meanwhile are skipped)."""
-    total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_size
-            except OSError:
-                continue
-    return total
-
-
 def partitions_left(data_dir: str) -> int:
     """Blocking partition datasets (``e<edge>`` directories of committed units) still on disk."""
     count = 0
@@ -99,12 +88,12 @@ class DiskWatch(threading.Thread):
 
     def run(self) -> None:
         while not self._done.wait(self.period):
-            self.largest = max(self.largest, tree_size(self.path))
+            self.largest = max(self.largest, LocalFileSystem().size(self.path))
 
     def stop(self) -> None:
         self._done.set()
         self.join()
-        self.largest = max(self.largest, tree_size(self.path))
+        self.largest = max(self.largest, LocalFileSystem().size(self.path))
 
 
 def soak(args: argparse.Namespace) -> dict[str, Any]:
@@ -153,7 +142,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             "queue_wait_p50_s": _round(percentile(waits, 0.5)),
             "queue_wait_p99_s": _round(percentile(waits, 0.99)),
             "data_dir_max_mib": round(disk.largest / 2**20, 2),
-            "data_dir_end_mib": round(tree_size(data) / 2**20, 2),
+            "data_dir_end_mib": round(LocalFileSystem().size(data) / 2**20, 2),
             "partitions_left": partitions_left(data),
             "leaked_slots": sum(len(g.slots) for g in store.live_grants()),
         }

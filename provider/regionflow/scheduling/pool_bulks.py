@@ -62,14 +62,6 @@ class Grant:
                 "slots": [[slot.host, slot.index] for slot in self.slots]}
 
 
-def new_grant(bulk_id: str, job_id: str, label: str, slots: tuple[SlotRef, ...]) -> Grant:
-    """`Grant(bulk_id, job_id, label, slots)`, made without the frozen dataclass's four
-    `object.__setattr__` calls: the pool makes one per grant, on its hot path."""
-    grant = object.__new__(Grant)
-    grant.__dict__.update(bulk_id=bulk_id, job_id=job_id, label=label, slots=slots)
-    return grant
-
-
 @dataclass(frozen=True)
 class HostLoss:
     """What `remove_host` did: grants that lost slots, bulks that no longer fit, new grants."""
@@ -94,4 +86,4 @@ class HostUsage:
         return self.slots - self.free
 
 
-__all__ = ["Bulk", "Grant", "HostLoss", "HostUsage", "SlotRef", "new_grant"]
+__all__ = ["Bulk", "Grant", "HostLoss", "HostUsage", "SlotRef"]

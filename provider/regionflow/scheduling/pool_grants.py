@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from .capacity import Demand, Placement, SlotRef, SlotTable
 from .errors import SchedulingError
-from .pool_bulks import Bulk, Grant, new_grant
+from .pool_bulks import Bulk, Grant
 from .pool_queue import Queued
 from .requirements import RequirementLedger
 
@@ -64,7 +64,7 @@ class GrantBook:
             slots = tuple(listed)
         else:
             slots = self._slots_in_request_order(waiting, placements, taken)
-        grant = new_grant(bulk_id, waiting.job_id, bulk.label, slots)
+        grant = Grant(bulk_id, waiting.job_id, bulk.label, slots)
         self.running[bulk_id] = Held(bulk, waiting.demand, grant, taken)
         self.ledger.bulk_granted(bulk.job_id, bulk_id, waiting.demand)
         return grant

@@ -403,7 +403,8 @@ class EmbeddedAirflow(AirflowRestClient):
     def revive(self, component: str, timeout: float = 120.0) -> int:
         """Start one more `component` (after `kill`, say), as a supervisor would restart a crashed one;
         returns its pid once the stack is healthy again."""
-        _check_components([component, "api-server"])
+        if component not in KNOWN_COMPONENTS:
+            raise EmbeddedAirflowError(f"unknown component {component!r}; choose from {list(KNOWN_COMPONENTS)}")
         if component == "api-server" and any(c.name == component for c in self._running):
             raise EmbeddedAirflowError(f"the api-server already runs in the embedded Airflow in {self.home}")
         if component == "api-server":
