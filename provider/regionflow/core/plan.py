@@ -13,8 +13,7 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain, compress
-from operator import attrgetter
+from itertools import chain
 from typing import Any
 
 from .adaptive import apply, decided
@@ -26,7 +25,6 @@ from .resources import UNKNOWN, ResourceProfile
 from .topology import ExecutionTopology
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
-_members = attrgetter("members")
 
 
 def graph_of_reference(reference: Mapping[str, Any]) -> JobGraph:
@@ -145,14 +143,9 @@ class Plan:
 
     @cached_property
     def min_slots(self) -> int:
-        regions = self.regions
         # only regions of several subtasks need their requests worked out: a one-subtask region
-        # needs one slot, and every region at least one (a C-level pass picks the larger ones)
-        larger = list(compress(regions, map((1).__lt__, map(len, map(_members, regions)))))
-        demands = [self.slots(region) for region in larger]
-        if len(larger) < len(regions):
-            demands.append(1)
-        return max(demands)
+        # needs one slot, and every region at least one
+        return max((self.slots(region) for region in self.regions if len(region.members) > 1), default=1)
 
     def _compute_requests(self, region: Region) -> tuple[SlotRequest, ...]:
         # regions of one logical region mostly share a shape (subtasks per vertex): compute it once

@@ -250,14 +250,10 @@ class _FifoBulkSimulation(_Simulation):
             job, region = bulk_regions[bulk_id]
             run = runs[(job, region)]
             run.start, run.hosts = now, grant.hosts
-            size = len(grant.slots)
-            self.grant_sizes[bulk_id] = size
-            self.used += size
-            if self.used > self.peak:
-                self.peak = self.used
+            self.grant_sizes[bulk_id] = len(grant.slots)
+            self.take_slots(len(grant.slots))
             self.schedulers[job].on_started(region)
-            heapq.heappush(self.events, (now + self.region_duration[job][region], next(self.sequence), self.finish,
-                                         (job, region, bulk_id)))
+            self.at(now + self.region_duration[job][region], self.finish, job, region, bulk_id)
 
     def finish(self, job: int, region: int, bulk_id: str) -> None:
         self.runs[(job, region)].end = self.now

@@ -123,8 +123,7 @@ class RegionScheduler:
                                 if self.waiting_inputs[u] == 0 and self.state[u] is UnitState.WAITING)
 
     def on_started(self, unit: int) -> None:
-        if self.state[unit] is not UnitState.READY:
-            self._expect(unit, UnitState.READY, "start")
+        self._expect(unit, UnitState.READY, "start")
         self.state[unit] = UnitState.RUNNING
 
     def on_finished(self, unit: int) -> Progress:
