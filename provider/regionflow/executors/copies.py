@@ -133,22 +133,56 @@ class CopyRunner:
                 self._unblock(copy_job(grant.job_id, event.bulk_id))
             self._release(event.bulk_id)
 
-    def abandon(self, bulk_id: str, why: str) -> None:
-        """A copy whose thread died with a previous scheduler: settle its records; the sensor may ask again."""
+    def take_over(self, bulk_id: str, why: str) -> CopyRequestRecord | None:
+        """A copy of a stopped scheduler: its thread died with that scheduler, or it waited in that
+        scheduler's pool. Its records are settled (a running copy attempt ends as killed; the request ends
+        as cancelled when it had no slots yet, else as failed, with `why`). When the shard still runs an
+        attempt and has not committed, the copy is asked for again as a new request, which the pool of any
+        scheduler takes at the back of the FIFO queue (copy bulk ids are one per request, so the old
+        request cannot wait again). Returns the new request, or None when the copy is no longer wanted."""
         try:
             request_id = int(bulk_id[len(COPY_PREFIX):])
         except ValueError:
-            return
+            return None
         request = self.store.copy_request(request_id)
         if request is None:
-            return
+            return None
         if request.attempt_id:
             attempt = self.store.attempt(request.attempt_id)
             if attempt is not None and attempt.state == AttemptState.RUNNING:
                 self.store.end_attempt(request.attempt_id, AttemptState.KILLED, why)
-        if request.is_open:
-            self._mark(request_id, CopyState.CANCELLED if request.state is CopyState.PENDING else CopyState.FAILED,
-                       message=why)
+        if not request.is_open:
+            return None
+        self._mark(request_id, CopyState.CANCELLED if request.state is CopyState.PENDING else CopyState.FAILED,
+                   message=why)
+        unwanted = self._unwanted(request)
+        if unwanted:
+            self.log.info("RegionExecutor: speculative copy %s of a stopped scheduler not asked again: %s",
+                          bulk_id, unwanted)
+            return None
+        again = self.store.request_copy(
+            dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id, map_index=request.map_index,
+            unit_key=request.unit_key, label=request.label, requests=request.requests,
+            template_path=request.template_path, py_files=request.py_files, spark_conf=request.spark_conf,
+            excluded_hosts=request.excluded_hosts, slow_attempt=request.slow_attempt, job_id=request.job_id)
+        if again is not None:
+            self.log.info("RegionExecutor: speculative copy %s of a stopped scheduler is asked again as %s (%s)",
+                          bulk_id, again.bulk_id, why)
+        return again
+
+    def _unwanted(self, request: CopyRequestRecord) -> str:
+        """Why a copy of `request`'s shard is no longer worth running ('' when it is)."""
+        if self.store.commit_for(request.dag_id, request.run_id, request.unit_key) is not None:
+            return "the shard has committed"
+        try:
+            task = UnitTask.read(request.template_path)
+        except (OSError, ValueError) as error:
+            return f"its task template cannot be read ({error})"
+        if PartitionStore(task.data_dir, task.run_id).committed(task.unit_key) is not None:
+            return "the shard has committed"
+        if not self.store.live_attempts(request.unit_key, dag_id=request.dag_id, run_id=request.run_id):
+            return "the shard runs no attempt (its task instance is retried by Airflow, not copied)"
+        return ""
 
     # ---- inside -----------------------------------------------------------------------------------
 

@@ -7,7 +7,9 @@ on this machine and its process is gone. A live scheduler takes over a stopped o
 rows are released (the scheduler that adopts or resets their task instances queues them again), live
 grants of task instances become *adopted*: no worker of this process runs them, so they are released
 once Airflow's metadata says the task instance ended. Speculative copies, threads of the stopped
-scheduler, are settled as failed (the sensor may ask again).
+scheduler, are taken over: their records are settled and, while their shard still runs and has not
+committed, each is asked for again as a new copy request that any scheduler's pool takes
+(`CopyRunner.take_over`).
 
 `BlocklistMirror`: speculation sensors (and copies, for their host exclusions) write (job, host)
 blocklist entries into the store; every sync copies the live ones into the pool, which decides placement.
@@ -109,15 +111,16 @@ class GrantRecovery:
                 release(bulk_id)
 
     def _settle(self, take: TakeOver) -> TakeOver:
+        stopped = f"scheduler {take.stopped or '(unknown)'} stopped"
         for record in take.adopted:
             if record.bulk_id.startswith(COPY_PREFIX):  # its thread died with its scheduler
                 self.store.record_released(record.bulk_id, "its scheduler stopped while this copy ran")
-                self.copies.abandon(record.bulk_id, "the scheduler stopped while this copy ran")
+                self.copies.take_over(record.bulk_id, f"{stopped} while this copy ran")
             else:
                 self.adopted[record.bulk_id] = record.bulk_id.partition(":")[0]
         for record in take.released:
             if record.bulk_id.startswith(COPY_PREFIX):
-                self.copies.abandon(record.bulk_id, "the scheduler stopped before this copy got slots")
+                self.copies.take_over(record.bulk_id, f"{stopped} before this copy got slots")
         if take.adopted or take.released:
             self.log.info("RegionExecutor: took over scheduler %s: %d grant(s) of running task instances adopted, "
                           "%d waiting row(s) released", take.stopped or "(unknown)", len(take.adopted),
