@@ -92,3 +92,35 @@ def test_the_gate_imports_neither_airflow_nor_pyspark():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def run_needing(*sizes):
+    """The contract of a first region task (1 slot) whose run declares regions of `sizes` slots."""
+    from regionflow.contract import RegionNeed, RegionSlots
+    from regionflow.core.resources import UNKNOWN
+
+    needs = tuple(RegionNeed(f"region_{i}", f"r{i}", 0, (UNKNOWN,) * size) for i, size in enumerate(sizes))
+    return RegionSlots(((UNKNOWN,),), ("first",), run_needs=needs)
+
+
+def test_a_run_whose_later_region_can_never_get_its_slots_fails_at_its_first_task(gate):
+    """FLIP-138 per run: the first task declares the run; a region of 5 slots on a 4-slot cluster fails
+    the run at its start, before the first region (which fits) takes a slot or does any work."""
+    first = admit(gate, "first", contract=run_needing(1, 5))
+    ((kind, workload, message),) = gate.operations.calls
+    assert (kind, workload) == ("fail", "workload:first")
+    assert message.startswith("regionflow: this DAG run can never finish on this cluster: not enough resources "
+                              "for run d/r: region 'd.region_1[0] (r1)' needs 5 slots")
+    assert "the cluster has" in message and "region_0" not in message
+    assert gate.pool.free_slots() == 4 and not gate.held and gate.metrics.rejections == 1
+    [row] = gate.store.grants(dag_id="d")
+    assert row.task_id == "first" and row.state == "rejected" and "region_1" in row.message
+    assert first.key not in gate.waiting
+
+
+def test_a_run_the_cluster_can_serve_starts_even_when_its_hosts_are_busy_or_blocklisted(gate):
+    admit(gate, "holder", slots=4)  # busy now: the declaration is about what the cluster has, not what is free
+    gate.pool.block("d/r", "a")  # entries expire: they do not make a run impossible
+    admit(gate, "first", contract=run_needing(1, 4))
+    assert gate.operations.handed() == ["workload:holder"] and len(gate.held) == 1
+    assert not [call for call in gate.operations.calls if call[0] == "fail"]

@@ -11,6 +11,7 @@ from regionflow.contract import (
     VERSION,
     ContractError,
     NoSlots,
+    RegionNeed,
     RegionSlots,
     from_executor_config,
     to_executor_config,
@@ -26,6 +27,16 @@ def test_a_region_task_and_a_slotless_task_round_trip_through_json():
         config = json.loads(json.dumps(to_executor_config(contract)))  # what serialization keeps
         assert config[KEY]["version"] == VERSION
         assert from_executor_config(config, "d.t") == contract
+
+
+def test_a_runs_declaration_round_trips_with_repeated_profiles_written_once():
+    big = ResourceProfile(cpu=2.0, heap_mib=1024)
+    needs = (RegionNeed("a", "a[0]", 0, (big,) * 64 + (UNKNOWN,) * 2), RegionNeed("b", "b[1]", 1, (UNKNOWN,)))
+    contract = RegionSlots(((UNKNOWN,),), ("a[0]",), run_needs=needs)
+    body = json.loads(json.dumps(to_executor_config(contract)))
+    assert body[KEY]["run_needs"][0]["requests"] == [[big.to_dict(), 64], [UNKNOWN.to_dict(), 2]]
+    assert from_executor_config(body, "d.a") == contract
+    assert "run_needs" not in to_executor_config(RegionSlots(((UNKNOWN,),), ("x",)))[KEY]  # later regions: none
 
 
 def test_a_task_without_the_key_is_not_regionflows():

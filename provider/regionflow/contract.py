@@ -11,7 +11,9 @@ Two kinds of task carry it:
 
 - a **region task** (`RegionSlots`): per shard, its slot requests (one resource profile per slot) and
   its label; the task of the first logical region also carries the plan's reference (the job spec
-  without functions, and the mode) for the UI's plan page;
+  without functions, and the mode) for the UI's plan page; a task of a region without upstream regions
+  also carries the run's declaration (`RegionNeed`: every shard shape of every region task of the
+  DAG), which the executor checks against the cluster when the run starts (FLIP-138);
 - a task that runs **without slots** (`NoSlots`): the speculation sensor, whose pokes are a few store
   reads and must not wait behind regions in the FIFO queue.
 
@@ -36,6 +38,20 @@ class ContractError(RegionflowError, ValueError):
 
 
 @dataclass(frozen=True)
+class RegionNeed:
+    """One shard shape of one region task of the DAG: what a run declares at its start (FLIP-138)."""
+
+    task_id: str
+    label: str  # the shard's label, as its bulk is labelled
+    shard: int
+    requests: tuple[ResourceProfile, ...]
+
+    def bulk_label(self, dag_id: str) -> str:
+        """The label the shard's bulk carries in the pool (as `Try.bulk` builds it)."""
+        return f"{dag_id}.{self.task_id}[{self.shard}] ({self.label})"
+
+
+@dataclass(frozen=True)
 class RegionSlots:
     """What a region task asks the RegionExecutor for, per shard (index = the task's map index, 0 when
     it is not mapped): its slot requests and its label."""
@@ -43,6 +59,7 @@ class RegionSlots:
     requests: tuple[tuple[ResourceProfile, ...], ...]
     labels: tuple[str, ...]
     plan: Mapping[str, Any] | None = None  # `Plan.reference`: {"job": spec, "mode": mode}
+    run_needs: tuple[RegionNeed, ...] = ()  # on tasks of regions without upstream regions: the run's declaration
 
     def __post_init__(self) -> None:
         if len(self.requests) != len(self.labels) or not self.requests:
@@ -82,7 +99,30 @@ def to_executor_config(contract: TaskContract) -> dict[str, Any]:
         body["labels"] = list(contract.labels)
         if contract.plan is not None:
             body["plan"] = dict(contract.plan)
+        if contract.run_needs:
+            body["run_needs"] = [{"task_id": need.task_id, "label": need.label, "shard": need.shard,
+                                  "requests": _run_lengths(need.requests)} for need in contract.run_needs]
     return {KEY: body}
+
+
+def _run_lengths(requests: Sequence[ResourceProfile]) -> list[list[Any]]:
+    """``[[profile, count], ...]``: consecutive equal profiles once (a region's requests repeat a few shapes)."""
+    runs: list[list[Any]] = []
+    for profile in requests:
+        if runs and runs[-1][0] == profile:
+            runs[-1][1] += 1
+        else:
+            runs.append([profile, 1])
+    return [[profile.to_dict(), count] for profile, count in runs]
+
+
+def _run_needs(value: Any) -> tuple[RegionNeed, ...]:
+    needs = []
+    for need in _list(value):
+        requests = tuple(ResourceProfile.from_dict(profile) for profile, count in _list(need["requests"])
+                         for _ in range(int(count)))
+        needs.append(RegionNeed(str(need["task_id"]), str(need["label"]), int(need["shard"]), requests))
+    return tuple(needs)
 
 
 def from_executor_config(executor_config: Mapping[str, Any] | None, task: str) -> TaskContract | None:
@@ -106,7 +146,8 @@ def from_executor_config(executor_config: Mapping[str, Any] | None, task: str) -
         requests = tuple(tuple(ResourceProfile.from_dict(p) for p in _list(shard)) for shard in _list(body["requests"]))
         labels = tuple(str(label) for label in _list(body["labels"]))
         plan = body.get("plan")
-        return RegionSlots(requests, labels, plan if isinstance(plan, Mapping) else None)
+        return RegionSlots(requests, labels, plan if isinstance(plan, Mapping) else None,
+                           _run_needs(body.get("run_needs", [])))
     except ContractError as error:
         raise ContractError(f"task {task}: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
@@ -120,5 +161,5 @@ def _list(value: Any) -> Sequence[Any]:
     return value
 
 
-__all__ = ["KEY", "VERSION", "ContractError", "NoSlots", "RegionSlots", "TaskContract", "from_executor_config",
-           "to_executor_config"]
+__all__ = ["KEY", "VERSION", "ContractError", "NoSlots", "RegionNeed", "RegionSlots", "TaskContract",
+           "from_executor_config", "to_executor_config"]

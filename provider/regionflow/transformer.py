@@ -25,17 +25,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .config import RegionflowConfig
-from .contract import NoSlots, RegionSlots, to_executor_config
+from .contract import NoSlots, RegionNeed, RegionSlots, to_executor_config
 from .core.adaptive import decided, decided_plan
 from .core.errors import JobGraphError
 from .core.graph import Distribution, JobGraph
 from .core.modes import ExchangeMode
 from .core.plan import Plan
 from .core.registry import register_job
+from .core.resources import ResourceProfile
 from .operators.region import RegionOperator, attach_job
 from .operators.vertex import SparkVertexOperator
 from .scheduling.fit import misfits
@@ -87,6 +88,7 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     _remove_vertices(dag, vertices)
     slots = {logical.index: _region_slots(plan, layout, logical.index, config.largest_host_slots)
              for logical in plan.region_set.logical}
+    slots = _declare_runs(plan, slots)
     region_tasks = {index: _region_task(dag, plan, index, region_slots, shards_limit, executor)
                     for index, region_slots in slots.items()}
     _wire_regions(plan, region_tasks)
@@ -179,6 +181,22 @@ def _region_slots(plan: Plan, layout: UnitLayout, logical: int, width: int) -> R
                        plan=plan.reference if logical == 0 else None)
 
 
+def _declare_runs(plan: Plan, slots: dict[int, RegionSlots]) -> dict[int, RegionSlots]:
+    """The region tasks without upstream regions carry the run's declaration: every distinct shard
+    shape of every region task, which the executor checks against the cluster when the run starts, so
+    a run whose later region can never get its slots fails before its first region does any work."""
+    needs: list[RegionNeed] = []
+    for index, region_slots in slots.items():
+        seen: set[tuple[ResourceProfile, ...]] = set()
+        for shard, (requests, label) in enumerate(zip(region_slots.requests, region_slots.labels, strict=True)):
+            if requests not in seen:
+                seen.add(requests)
+                needs.append(RegionNeed(plan.region_task_id(index), label, shard, requests))
+    upstream = _region_dependencies(plan)
+    return {index: replace(region_slots, run_needs=tuple(needs)) if not upstream.get(index) else region_slots
+            for index, region_slots in slots.items()}
+
+
 def _region_task(dag, plan: Plan, logical: int, slots: RegionSlots, shards_limit: int, executor: str | None):
     arguments = dict(task_id=plan.region_task_id(logical), dag=dag, mode=plan.mode.value, logical=logical,
                      max_shards=shards_limit, executor_config=to_executor_config(slots),
@@ -211,11 +229,20 @@ def _remove_vertices(dag, vertices: list[SparkVertexOperator]) -> None:
         dag.task_group.used_group_ids.discard(vertex.task_id)
 
 
-def _wire_regions(plan: Plan, region_tasks: dict[int, Any]) -> None:
+def _region_dependencies(plan: Plan) -> dict[int, set[int]]:
+    """Logical region -> the logical regions it consumes from (across a blocking edge)."""
     logical_of_vertex = {v: lr.index for lr in plan.region_set.logical for v in lr.vertices}
+    upstream: dict[int, set[int]] = {}
     for exec_edge in plan.topology.edges:
         src, dst = logical_of_vertex[exec_edge.src], logical_of_vertex[exec_edge.dst]
         if src != dst:
+            upstream.setdefault(dst, set()).add(src)
+    return upstream
+
+
+def _wire_regions(plan: Plan, region_tasks: dict[int, Any]) -> None:
+    for dst, sources in _region_dependencies(plan).items():
+        for src in sorted(sources):
             region_tasks[src] >> region_tasks[dst]
 
 

@@ -53,6 +53,23 @@ def test_region_bigger_than_cluster_fails_at_once_with_the_pools_message(stack):
     assert "needs 5 slots" in log and "4 slots" in log, log[-2000:]
 
 
+def test_a_run_whose_later_region_is_bigger_than_the_cluster_fails_at_its_start(stack):
+    """FLIP-138 per run: the first region task declares the run; its 5-slot second region can never
+    run on 4 slots, so the first task fails when it is queued, before any Spark work."""
+    from regionflow.store import RegionflowStore
+
+    run_id = run(stack, "too_big_later")
+    assert stack.wait_for_run("too_big_later", run_id, timeout=300) == "failed"
+    states = {ti["task_id"]: ti for ti in stack.task_instances("too_big_later", run_id)}
+    assert {task: ti["state"] for task, ti in states.items()} == {"source": "failed",
+                                                                  "spread__count": "upstream_failed"}
+    log = stack.task_log("too_big_later", run_id, "source", max(states["source"]["try_number"], 1))
+    assert "this DAG run can never finish on this cluster" in log, log[-2000:]
+    assert "region 'too_big_later.spread__count[0]" in log and "needs 5 slots" in log and "4 slots" in log
+    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+    assert store.attempts("too_big_later", run_id) == []  # no Spark work was done
+
+
 def test_two_runs_each_needing_the_whole_cluster_both_complete_oldest_first(stack):
     first = run(stack, "whole_cluster")
     second = stack.trigger("whole_cluster")

@@ -64,6 +64,28 @@ def test_region_tasks_are_mapped_over_shards_and_carry_slot_requests(config):
     assert products.weight_rule is not None and products.priority_weight == 1
 
 
+def test_tasks_of_regions_without_upstream_regions_declare_the_whole_run(config):
+    """FLIP-138 per run: the region tasks a run starts with carry every distinct shard shape of every
+    region task, which the executor checks against the cluster when the run starts."""
+    from regionflow.contract import from_executor_config
+
+    dag, _ = example(config)
+
+    def contract(task_id):
+        task = dag.get_task(task_id)
+        body = task.partial_kwargs["executor_config"] if hasattr(task, "partial_kwargs") else task.executor_config
+        return from_executor_config(json.loads(json.dumps(body)), task_id)  # what serialization keeps
+
+    declared = [(need.task_id, need.shard, need.label, len(need.requests)) for need in contract("products").run_needs]
+    assert declared == [("orders__clean__enrich", 0, "orders+clean+enrich[0]", 2),  # one shard shape
+                        ("products", 0, "products[0]", 1),
+                        ("totals", 0, "totals[0]", 1), ("totals", 1, "totals[shard 1: 2 regions]", 2)]
+    need = contract("products").run_needs[0]
+    assert need.bulk_label("orders_daily") == "orders_daily.orders__clean__enrich[0] (orders+clean+enrich[0])"
+    # the tasks of regions with upstream regions (products feeds enrich by broadcast) declare nothing
+    assert contract("orders__clean__enrich").run_needs == () and contract("totals").run_needs == ()
+
+
 def test_plain_rshift_is_forward_for_equal_parallelism_else_rescale(config):
     with new_dag() as dag:
         a = SparkVertexOperator(task_id="a", parallelism=2, fn=job.generate_orders)

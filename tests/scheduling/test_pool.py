@@ -132,6 +132,20 @@ def test_bulk_larger_than_the_cluster_is_rejected_at_once():
     assert pool.pending_count == 0 and pool.requirements("job") == {}
 
 
+def test_a_run_declares_its_regions_and_hears_which_the_cluster_can_never_serve():
+    pool, _ = make_pool("h1:2;h2:2")
+    pool.submit(bulk("busy", 4))
+    pool.block("run", "h1")
+    needs = [("scan", (CPU,) * 4), ("train", (GPU,)), ("wide", (CPU,) * 5), ("scan again", (CPU,) * 4)]
+    problems = pool.run_shortfalls("run", needs)
+    assert len(problems) == 2  # busy slots and the blocklisted host do not count: they come back
+    assert problems[0].startswith("region 'train' needs 1 slot of cpu=1,heap=0MiB,gpu=1 but no host offers")
+    assert problems[1] == ("region 'wide' needs 5 slots of cpu=1,heap=0MiB but the cluster has 4 slots in all "
+                           "(h1: 2, h2: 2); lower the parallelism or add hosts")
+    assert pool.pending_count == 0 and pool.requirements("run") == {}  # nothing was queued
+    assert pool.run_shortfalls("run", needs[:1]) == []
+
+
 def test_profile_no_host_offers_is_rejected_at_once():
     pool, _ = make_pool("h1:2;h2:2")
     with pytest.raises(UnfulfillableBulk) as error:

@@ -151,6 +151,10 @@ class AdmissionGate:
                                                          "stale: no scheduler holds this grant any more"))
             record = self._admission(attempt, bulk)
         bulk = replace(bulk, bulk_id=record.bulk_id)
+        shortfall = self._run_shortfall(attempt, bulk.job_id)
+        if shortfall:
+            self._reject(workload, bulk, shortfall, "this DAG run can never finish on this cluster")
+            return
         try:
             grants = self.pool.submit(bulk)
         except UnfulfillableBulk as rejection:
@@ -307,11 +311,22 @@ class AdmissionGate:
         self.runs[key] = self.runs.get(key, 0) + 1
         self.operations.hand_over(workload)
 
-    def _reject(self, workload: Any, bulk: Bulk, message: str) -> None:
+    def _run_shortfall(self, attempt: Try, job_id: str) -> str:
+        """A run's declaration, checked when a task of a region without upstream regions is queued
+        (FLIP-138): '' when the cluster can serve every region of the run, else what it cannot."""
+        contract = attempt.contract
+        if not isinstance(contract, RegionSlots) or not contract.run_needs:
+            return ""
+        problems = self.pool.run_shortfalls(job_id, [(need.bulk_label(attempt.dag_id), need.requests)
+                                                     for need in contract.run_needs])
+        return f"not enough resources for run {job_id}: " + "; and ".join(problems) if problems else ""
+
+    def _reject(self, workload: Any, bulk: Bulk, message: str,
+                what: str = "this task can never get its slots") -> None:
         self.log.error("RegionExecutor rejects %s: %s", bulk.label, message)
         self.shared.wrote(guarded(self.log, "recording a rejection", self.store.record_rejected, bulk.bulk_id, message))
         guarded(self.log, "counting a rejection", self.metrics.rejected)
-        self.operations.fail(workload, f"regionflow: this task can never get its slots: {message}")
+        self.operations.fail(workload, f"regionflow: {what}: {message}")
 
     def _free(self, bulk_id: str, message: str | None = None) -> None:
         # The store first: the pool's next decision is recorded at the version this release made. A

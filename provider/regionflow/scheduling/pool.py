@@ -227,6 +227,21 @@ class SlotPool:
         """Outstanding slots per profile of every job that waits for some."""
         return self._ledger.declared()
 
+    def run_shortfalls(self, job_id: str, needs: Iterable[tuple[str, Sequence[ResourceProfile]]]) -> list[str]:
+        """A job's declaration at its start (FLIP-138): of the bulks it will ask for, given as (label,
+        slot requests), the ones the cluster as it is can never serve, each as the message `submit`
+        would reject it with. Blocklist entries do not count (they expire). Nothing is queued; O(1) per
+        known bulk shape."""
+        problems = []
+        for label, requests in needs:
+            bulk = Bulk(f"{job_id}#declared", job_id, label, tuple(requests))
+            demand, _ = self._shapes.demand_of(bulk)
+            try:
+                self._shapes.check(bulk, demand, 0)
+            except UnfulfillableBulk as rejection:
+                problems.append(str(rejection))
+        return problems
+
     def overdue_jobs(self, now: float | None = None) -> list[ResourceNotice]:
         """Not-enough-resources notices: jobs whose oldest waiting bulk waited past the grace period."""
         now = self._clock() if now is None else now

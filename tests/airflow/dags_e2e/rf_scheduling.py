@@ -42,3 +42,13 @@ with DAG("stream", schedule=None, start_date=datetime(2026, 1, 1), catchup=False
         if previous:
             cross_downstream(previous, tasks)
         previous = tasks
+
+with DAG("too_big_later", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as too_big_later:
+    # a 1-slot first region, then a pipelined region of 5 slots: the run cannot finish on 4 slots
+    source = SparkVertexOperator(task_id="source", parallelism=1, fn=job.generate_orders)
+    spread = SparkVertexOperator(task_id="spread", parallelism=5, fn=job.count_per_customer)
+    count = SparkVertexOperator(task_id="count", parallelism=5, fn=job.count_per_customer,
+                                sink="e2e/too_big_later/counts")
+    source >> hash_by("customer_id", exchange="blocking") >> spread
+    spread >> hash_by("customer_id", exchange="pipelined") >> count
+regionflow.transform(too_big_later, mode="all-blocking")
