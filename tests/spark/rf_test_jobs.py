@@ -101,3 +101,46 @@ def adaptive_job():
     graph.add_vertex("per_customer", (2, 8), fn=orders.count_per_customer, sink="adaptive/per_customer")
     graph.connect("orders", "per_customer", "hash", keys=["customer_id"])
     return graph.validate()
+
+
+HOLD_DIR_VARIABLE = "REGIONFLOW_TEST_HOLD_DIR"
+HOLD_RELEASE = "release"
+HOLD_LIMIT_S = 90.0
+
+
+def count_per_customer_held(spark, inputs, ctx):
+    """Like the example's count per customer, but every task that computes the counted rows (the stage
+    after the shuffle, which writes the sink) first leaves a marker named after its Python worker's pid
+    in ``$REGIONFLOW_TEST_HOLD_DIR`` and waits there until a file ``release`` exists (at most 90 s): a
+    test sees which executors run tasks and may kill one mid-stage. The rows are unchanged."""
+    import os
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    hold_dir = os.environ[HOLD_DIR_VARIABLE]  # read in the driver, shipped to the executors in the closure
+
+    def hold(value):
+        release = os.path.join(hold_dir, HOLD_RELEASE)
+        if not os.path.exists(release):
+            with open(os.path.join(hold_dir, f"task-{os.getpid()}"), "w", encoding="utf-8"):
+                pass
+            deadline = time.monotonic() + HOLD_LIMIT_S
+            while not os.path.exists(release) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        return value
+
+    counted = orders.count_per_customer(spark, inputs, ctx)
+    return counted.withColumn("customer_id", F.udf(hold, LongType())("customer_id"))
+
+
+def held_spread_job():
+    """`spread_job` whose counting stage holds (`count_per_customer_held`): one 2-slot region in
+    all-pipelined mode."""
+    from regionflow.core.graph import JobGraph
+
+    graph = JobGraph("held_spread")
+    graph.add_vertex("spread", 2, fn=orders.generate_orders)
+    graph.add_vertex("counted", 2, fn=count_per_customer_held, sink="held_spread/counts")
+    graph.connect("spread", "counted", "hash", keys=["customer_id"])
+    return graph.validate()

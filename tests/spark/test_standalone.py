@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -14,7 +16,15 @@ from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.core.resources import ResourceProfile
 from regionflow.examples.orders import CUSTOMERS, ORDER_COUNT
-from regionflow.processes import process_group_members
+from regionflow.processes import (
+    ProcessInfo,
+    descendants,
+    live_processes,
+    process_group_members,
+    signal_pids,
+    start_ticks,
+    wait_until,
+)
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.runner import LocalRunner, RunOptions
 from regionflow.spark.standalone import StandaloneCluster, StandaloneClusterError, listening_sockets
@@ -169,3 +179,114 @@ def test_a_grant_over_two_hosts_of_one_master_gets_an_executor_on_each_worker(st
     executors = {worker: os.listdir(os.path.join(work, worker, app["id"]))
                  for worker in sorted(os.listdir(work)) if os.path.isdir(os.path.join(work, worker, app["id"]))}
     assert list(executors) == ["worker-0", "worker-1"] and all(len(ids) == 1 for ids in executors.values()), executors
+
+
+def _sink_rows(path: str) -> list[tuple]:
+    """Every row of the Parquet files Spark readers see under `path` (names not starting with '_' or
+    '.'), sorted: a partition published twice shows up as duplicate rows."""
+    import pyarrow.parquet as pq
+
+    rows: list[tuple] = []
+    for directory, subdirs, files in os.walk(path):
+        subdirs[:] = [name for name in subdirs if not name.startswith(("_", "."))]
+        for name in files:
+            if not name.startswith(("_", ".")):
+                table = pq.read_table(os.path.join(directory, name))
+                rows.extend(zip(*(table.column(c).to_pylist() for c in sorted(table.column_names)), strict=True))
+    return sorted(rows)
+
+
+def _process_tree(root: int) -> set[int]:
+    """`root` and every live process below it: a standalone worker's JVM, the executor JVMs it started
+    and their PySpark daemons and Python workers (which run in process groups of their own)."""
+    table = {pid: ProcessInfo(pid, parent, group, False) for pid, parent, group in live_processes()}
+    return ({root} if root in table else set()) | descendants(table, {root})
+
+
+def _held_tasks(hold_dir: str) -> set[int]:
+    return {int(name.split("-", 1)[1]) for name in os.listdir(hold_dir) if name.startswith("task-")}
+
+
+@pytest.mark.timeout(420)
+def test_a_worker_killed_mid_stage_leaves_the_region_exact(tmp_path, monkeypatch):
+    """A dedicated cluster of two 1-core, 1 GiB workers; hosts w1 and w2 share its master, so the region's
+    2-slot grant is one application with an executor on each worker. While both executors hold a task of
+    the stage that writes the sink, kill -9 worker-1's whole process tree (the worker JVM, its executor
+    JVM, that executor's PySpark daemon and Python workers). Spark sees the executor lost and finishes on
+    the surviving one: the region commits in its one attempt, and the published sink holds exactly the
+    rows of an uninterrupted plain PySpark run of the same job, none twice, one file per subtask, with
+    nothing half-written visible and no attempt output left outside the committed unit."""
+    from rf_test_jobs import HOLD_DIR_VARIABLE, HOLD_RELEASE
+
+    from regionflow.spark.runner import run_reference
+
+    job = "rf_test_jobs:held_spread_job"
+    # No adaptive execution: the 4 shuffle partitions of the count stay 4, coalesced into 2 sink-writing
+    # tasks, one per executor (adaptive execution would merge the tiny partitions into one task).
+    conf = {"spark.sql.adaptive.enabled": "false"}
+    reference_hold = tmp_path / "reference-hold"
+    reference_hold.mkdir()
+    (reference_hold / HOLD_RELEASE).touch()  # the reference run does not hold
+    monkeypatch.setenv(HOLD_DIR_VARIABLE, str(reference_hold))
+    reference = run_reference(job, Plan(load_job(job), "all-pipelined"),
+                              RunOptions(data_dir=str(tmp_path / "reference"), cluster=Cluster.local_default(2),
+                                         progress=None, backend="submit", job_conf=conf))
+
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    monkeypatch.setenv(HOLD_DIR_VARIABLE, str(hold))
+    cluster = StandaloneCluster(workers=2, cores_per_worker=1, memory_per_worker="1g",
+                                work_dir=str(tmp_path / "cluster")).start()
+    killed: dict[str, object] = {}
+
+    def kill_worker_1_once_both_executors_hold_a_task() -> None:
+        workers = {role: int((tmp_path / "cluster" / "pids" / f"{role}.pid").read_text())
+                   for role in ("worker-0", "worker-1")}
+
+        def holding() -> dict[str, set[int]]:
+            tasks = _held_tasks(str(hold))
+            return {role: tasks & _process_tree(pid) for role, pid in workers.items()}
+
+        if not wait_until(lambda: all(holding().values()), 240):
+            killed["error"] = f"no task held on each worker: {holding()}"
+        else:
+            victims = _process_tree(workers["worker-1"])
+            killed.update(held=holding(), victims=victims)
+            signal_pids(victims, signal.SIGKILL)  # no grace: the machine went away
+            wait_until(lambda: all(start_ticks(pid) is None for pid in victims), 10)
+            killed["survivors"] = [pid for pid in victims if start_ticks(pid) is not None]
+        (hold / HOLD_RELEASE).touch()
+
+    killer = threading.Thread(target=kill_worker_1_once_both_executors_hold_a_task, daemon=True)
+    try:
+        url = cluster.master_url
+        hosts = Cluster.parse(f"w1:slots=1,master={url};w2:slots=1,master={url}")
+        killer.start()
+        summary = LocalRunner(job, Plan(load_job(job), "all-pipelined"),
+                              RunOptions(data_dir=str(tmp_path / "data"), cluster=hosts, progress=None,
+                                         backend="submit", retries=1, job_conf=conf)).run()
+        killer.join(30)
+        workers_after = {worker["id"]: worker["state"] for worker in cluster.status()["workers"]}
+    finally:
+        (hold / HOLD_RELEASE).touch()
+        cluster.stop()
+
+    assert "error" not in killed, killed.get("error")
+    assert len(killed["victims"]) >= 4 and killed["survivors"] == [], killed  # worker, executor, its Pythons
+    assert sorted(workers_after.values()) == ["ALIVE", "DEAD"], workers_after  # the master saw worker-1 go
+    (unit,) = summary.units
+    assert (unit.host, unit.slots, unit.attempts) == ("w1", 2, 1)
+    assert summary.sinks["counted"]["rows"] == reference.sinks["counted"]["rows"] == CUSTOMERS
+    assert summary.sinks["counted"]["checksum"] == reference.sinks["counted"]["checksum"]
+    published = summary.sinks["counted"]["path"]
+    rows = _sink_rows(published)
+    assert rows == _sink_rows(reference.sinks["counted"]["path"]) and len(set(rows)) == len(rows) == CUSTOMERS
+    leftovers = [os.path.join(d, n) for d, subdirs, files in os.walk(published) for n in subdirs + files
+                 if n.startswith(("_temporary", ".")) and not n.endswith(".crc")]
+    assert leftovers == [], leftovers  # nothing half-written left in the published sink
+    visible = [name for name in os.listdir(published) if not name.startswith(("_", "."))]
+    assert len(visible) == load_job(job).vertices["counted"].parallelism, visible  # one file per subtask
+    [run_dir] = [path for path in (tmp_path / "data").iterdir() if path.name.startswith("run-")]
+    assert [p.name for p in (run_dir / "_attempts").glob("*/*")] == []  # no attempt output outside the unit
+    [driver_log] = (run_dir / "_tasks" / "logs").glob("*.log")
+    assert "Lost executor" in driver_log.read_text() and "worker lost" in driver_log.read_text()  # Spark saw it

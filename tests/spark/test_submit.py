@@ -571,3 +571,18 @@ def test_real_local_submission_killed_mid_run_leaves_no_process(tiny_app, tmp_pa
     assert process_group_members(pgid) == []
     assert _pids_matching(str(out)) == []
     assert not out.exists()
+
+
+def test_a_spark_submit_killed_by_a_signal_is_described_as_killed_by_it():
+    """Popen reports a process ended by signal N as -N: a kill -9 of the driver's JVM must read as such,
+    in the attempt's recorded failure and in the task's error, not as a bare exit code."""
+    from regionflow.spark.attempt import result_reason
+    from regionflow.spark.submit import SubmissionResult
+
+    killed = SubmissionResult(-9, 6.2, ("WARN NativeCodeLoader: no native-hadoop",), killed=False)
+    exited = SubmissionResult(1, 6.2, ("boom",), killed=False)
+    assert killed.describe().startswith("spark-submit (the Spark driver) was killed by signal 9 (SIGKILL) after 6.2 s")
+    assert result_reason(killed) == ("spark-submit (the Spark driver) was killed by signal 9 (SIGKILL): "
+                                     "WARN NativeCodeLoader: no native-hadoop")
+    assert result_reason(exited) == "spark-submit exited with 1: boom"
+    assert SubmissionResult(-99, 1.0, (), killed=False).exit_text.endswith("killed by signal 99")

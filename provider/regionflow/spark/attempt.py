@@ -127,7 +127,7 @@ def result_reason(result: SubmissionResult) -> str:
     if result.killed:
         return "the Spark application was killed"
     tail = [line for line in result.log_tail if line.strip()][-3:]
-    return f"spark-submit exited with {result.returncode}: " + " | ".join(tail)
+    return f"{result.exit_text}: " + " | ".join(tail)
 
 
 class Attempt:

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -98,6 +99,19 @@ class SubmissionResult:
         return self.returncode == 0 and not self.killed and self.error is None
 
     @property
+    def exit_text(self) -> str:
+        """How spark-submit's process ended: its exit code, or the signal that killed it (Popen gives
+        -N for signal N: a kill -9 of the driver's JVM is "killed by signal 9 (SIGKILL)")."""
+        code = self.returncode
+        if code is not None and code < 0:
+            try:
+                name = f"signal {-code} ({signal.Signals(-code).name})"
+            except ValueError:
+                name = f"signal {-code}"
+            return f"spark-submit (the Spark driver) was killed by {name}"
+        return f"spark-submit exited with {code}"
+
+    @property
     def traceback(self) -> str | None:
         """The driver's Python traceback found in the log tail, if any."""
         return extract_python_traceback(self.log_tail)
@@ -107,7 +121,7 @@ class SubmissionResult:
             return f"finished in {self.seconds:.1f} s"
         if self.killed:
             return f"killed after {self.seconds:.1f} s"
-        reason = self.error or f"spark-submit exited with {self.returncode}"
+        reason = self.error or self.exit_text
         detail = self.traceback or "\n".join(self.log_tail[-20:])
         return f"{reason} after {self.seconds:.1f} s" + (f"\n{detail}" if detail else "")
 
