@@ -86,10 +86,13 @@ OPTIONS: tuple[Option, ...] = (
            "127.0.0.1:<this + i>.", "integer", "15002", "15002", minimum=1024, maximum=65535),
     Option("session_state_dir", "Session backend: pid/port files and logs of the Spark Connect servers. Empty: "
            "AIRFLOW_HOME/regionflow-sessions.", "string", "/srv/regionflow/sessions", ""),
-    Option("session_idle_timeout", "Session backend: seconds a host may hold no granted slot before the "
-           "RegionExecutor stops its Spark Connect server (the next region on the host starts it again, a cold "
-           "start of a few seconds); 0 keeps servers up.", "float", "600", "600", minimum=0),
+    Option("slot_idle_timeout", "Seconds a host may hold no granted slot before its idle capacity is released "
+           "(FLIP-138's idle slot timeout). Session backend: the RegionExecutor stops the host's Spark Connect "
+           "server (the next region on the host starts it again, a cold start of a few seconds). Submit backend: "
+           "nothing to release, an application lives as long as its attempt. 0 keeps servers up.", "float", "600",
+           "600", minimum=0),
 )
+RENAMED = {"session_idle_timeout": "slot_idle_timeout"}  # old option name -> its name now
 _BY_NAME = {option.name: option for option in OPTIONS}
 BACKENDS = _BY_NAME["backend"].choices
 
@@ -132,7 +135,7 @@ class RegionflowConfig:
     backend: str = "session"
     session_base_port: int = 15002
     session_state_dir: str = ""
-    session_idle_timeout: float = 600.0
+    slot_idle_timeout: float = 600.0
     partition_retention: float = 0.0
 
     @classmethod
@@ -191,7 +194,7 @@ class RegionflowConfig:
             backend=_choice("backend", get("backend"), BACKENDS),
             session_base_port=_declared_number("session_base_port", get),
             session_state_dir=get("session_state_dir").strip() or os.path.join(airflow_home, "regionflow-sessions"),
-            session_idle_timeout=_declared_number("session_idle_timeout", get),
+            slot_idle_timeout=_declared_number("slot_idle_timeout", get),
             partition_retention=_declared_number("partition_retention", get),
         )
 
@@ -204,6 +207,10 @@ def check_option_names(names: Iterable[str], origin: Callable[[str], str] | None
     """Refuse an option of ``[regionflow]`` that regionflow does not declare (a typo would otherwise
     be ignored silently), naming the closest declared one and, with `origin`, where it was set."""
     for name in names:
+        if name.lower() in RENAMED:
+            where = f"; {origin(name)}" if origin else ""
+            raise SpecError(f"[{SECTION}] {name} was renamed {RENAMED[name.lower()]} (same meaning): rename it in "
+                            f"airflow.cfg or AIRFLOW__{SECTION.upper()}__{RENAMED[name.lower()].upper()}{where}")
         if name.lower() not in _BY_NAME:
             where = f"; {origin(name)}" if origin else ""
             raise SpecError(f"[{SECTION}] {name} is not an option of regionflow"

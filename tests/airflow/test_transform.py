@@ -214,11 +214,11 @@ def test_config_errors_name_the_option():
     defaults = RegionflowConfig.from_values(lambda name: "", airflow_home="/home/af")
     assert defaults.store_url == "sqlite:////home/af/regionflow.db" and defaults.max_shards == 8
     assert defaults.cluster.total_slots == Cluster.local_default().total_slots
-    assert defaults.backend == "session" and defaults.session_idle_timeout == 600.0
+    assert defaults.backend == "session" and defaults.slot_idle_timeout == 600.0
     with pytest.raises(RegionflowError, match=r"\[regionflow\] backend = 'yarn'"):
         RegionflowConfig.from_values(lambda name: {"backend": "yarn"}.get(name, ""), airflow_home="/x")
-    with pytest.raises(RegionflowError, match=r"\[regionflow\] session_idle_timeout = -1.0 must be at least 0"):
-        RegionflowConfig.from_values(lambda name: {"session_idle_timeout": "-1"}.get(name, ""), airflow_home="/x")
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] slot_idle_timeout = -1.0 must be at least 0"):
+        RegionflowConfig.from_values(lambda name: {"slot_idle_timeout": "-1"}.get(name, ""), airflow_home="/x")
 
 
 @pytest.mark.parametrize("option, value, message", [
@@ -293,6 +293,10 @@ def test_an_undeclared_regionflow_option_is_refused_with_the_closest_one():
     from regionflow.config import check_option_names
 
     check_option_names(["hosts", "blocklist_expiry", "BACKEND"])
+    with pytest.raises(RegionflowError, match=r"\[regionflow\] session_idle_timeout was renamed slot_idle_timeout "
+                                              r"\(same meaning\): rename it in airflow.cfg or "
+                                              r"AIRFLOW__REGIONFLOW__SLOT_IDLE_TIMEOUT"):
+        check_option_names(["hosts", "session_idle_timeout"])
     with pytest.raises(RegionflowError, match=r"\[regionflow\] blocklist_expire is not an option of regionflow "
                                               r"\(did you mean 'blocklist_expiry'\?\)"):
         check_option_names(["hosts", "blocklist_expire"])

@@ -66,5 +66,5 @@ def test_a_down_server_is_left_alone():
 
 @pytest.mark.parametrize("timeout", [0, -5])
 def test_a_timeout_that_is_not_positive_is_refused_naming_the_option(timeout):
-    with pytest.raises(ValueError, match="session_idle_timeout"):
+    with pytest.raises(ValueError, match="slot_idle_timeout"):
         IdleServerReaper(FakeServers(), timeout)

@@ -55,7 +55,7 @@ from .guest import (
 from .metrics import PoolMetrics
 from .recovery import BlocklistMirror, GrantRecovery
 
-IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] session_idle_timeout
+IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] slot_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
 
 
@@ -227,7 +227,7 @@ class RegionExecutor(LocalExecutor):
         self._idle_checked = now
         for host in self.idle_reaper.tick(self.pool.busy_hosts()):
             self.log.info("RegionExecutor: host %s idle for %.0f s: its Spark Connect server is stopped "
-                          "(session_idle_timeout); the next region on it starts it again", host,
+                          "(slot_idle_timeout); the next region on it starts it again", host,
                           self.idle_reaper.timeout)
 
     def _poll_pool(self) -> None:
@@ -332,6 +332,6 @@ def _read_config(log: Any) -> RegionflowConfig:
 
 def _idle_reaper(config: RegionflowConfig) -> IdleServerReaper | None:
     """The idle-server reaper of the session backend; None with submit or a timeout of 0."""
-    if config.backend != "session" or config.session_idle_timeout <= 0:
+    if config.backend != "session" or config.slot_idle_timeout <= 0:
         return None
-    return IdleServerReaper(configured_servers(config), config.session_idle_timeout)
+    return IdleServerReaper(configured_servers(config), config.slot_idle_timeout)

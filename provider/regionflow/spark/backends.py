@@ -55,7 +55,7 @@ class SessionBackend:
     def prepare(self, task: UnitTask, task_path: str, host: Host, slots: int,
                 on_line: Callable[[str], None] | None) -> SessionSubmission:
         """The attempt's session; raises `HostLost` when the host's server does not answer. A server
-        stopped for being idle (``session_idle_timeout``) is started again first."""
+        stopped for being idle (``slot_idle_timeout``) is started again first."""
         server = self.servers.server(host.name)
         if server.stopped_idle:
             if on_line is not None:

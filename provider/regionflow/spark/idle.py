@@ -1,4 +1,4 @@
-"""Idle Spark Connect servers are stopped: ``[regionflow] session_idle_timeout`` (FLIP-138's idle
+"""Idle Spark Connect servers are stopped: ``[regionflow] slot_idle_timeout`` (FLIP-138's idle
 slot timeout, for the long-lived Spark of a host).
 
 `IdleServerReaper.tick(busy_hosts)` is called by whoever knows which hosts hold granted slots (the
@@ -26,7 +26,7 @@ class IdleServerReaper:
     def __init__(self, servers: SessionServers, timeout: float, *, clock: Callable[[], float] = time.monotonic,
                  background: bool = True) -> None:
         if timeout <= 0:
-            raise ValueError(f"[regionflow] session_idle_timeout = {timeout}: an idle timeout must be > 0 "
+            raise ValueError(f"[regionflow] slot_idle_timeout = {timeout}: an idle timeout must be > 0 "
                              f"seconds (0 turns idle stopping off: then make no reaper)")
         self.servers = servers
         self.timeout = float(timeout)
@@ -50,7 +50,7 @@ class IdleServerReaper:
             if not server.reachable():
                 continue
             log.info("regionflow: host %s had no granted slot for %.0f s: stopping its Spark Connect server "
-                     "(session_idle_timeout); the next region on it starts it again", name, self.timeout)
+                     "(slot_idle_timeout); the next region on it starts it again", name, self.timeout)
             stopped.append(name)
             if self._background:
                 thread = threading.Thread(target=server.stop_idle, name=f"idle-stop-{name}", daemon=True)
