@@ -47,8 +47,13 @@ class RegionNeed:
     requests: tuple[ResourceProfile, ...]
 
     def bulk_label(self, dag_id: str) -> str:
-        """The label the shard's bulk carries in the pool (as `Try.bulk` builds it)."""
-        return f"{dag_id}.{self.task_id}[{self.shard}] ({self.label})"
+        """The label the shard's bulk carries in the pool."""
+        return shard_bulk_label(dag_id, self.task_id, self.shard, self.label)
+
+
+def shard_bulk_label(dag_id: str, task_id: str, map_index: int, label: str) -> str:
+    """The label of a region task shard's bulk in the pool, e.g. ``d.totals[1] (totals[shard 1: 2 regions])``."""
+    return f"{dag_id}.{task_id}[{max(map_index, 0)}] ({label})"
 
 
 @dataclass(frozen=True)
@@ -162,4 +167,4 @@ def _list(value: Any) -> Sequence[Any]:
 
 
 __all__ = ["KEY", "VERSION", "ContractError", "NoSlots", "RegionNeed", "RegionSlots", "TaskContract",
-           "from_executor_config", "to_executor_config"]
+           "from_executor_config", "shard_bulk_label", "to_executor_config"]

@@ -88,10 +88,11 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     _remove_vertices(dag, vertices)
     slots = {logical.index: _region_slots(plan, layout, logical.index, config.largest_host_slots)
              for logical in plan.region_set.logical}
-    slots = _declare_runs(plan, slots)
+    upstream = _region_dependencies(plan)
+    slots = _declare_runs(plan, slots, upstream)
     region_tasks = {index: _region_task(dag, plan, index, region_slots, shards_limit, executor)
                     for index, region_slots in slots.items()}
-    _wire_regions(plan, region_tasks)
+    _wire_regions(upstream, region_tasks)
     _wire_outside(plan, region_tasks, outside_links)
     flags = {vertex.task_id: vertex.speculation for vertex in vertices}
     policies, sensors = _speculation_tasks(dag, plan, layout, region_tasks, slots, flags, dag_speculation,
@@ -181,7 +182,7 @@ def _region_slots(plan: Plan, layout: UnitLayout, logical: int, width: int) -> R
                        plan=plan.reference if logical == 0 else None)
 
 
-def _declare_runs(plan: Plan, slots: dict[int, RegionSlots]) -> dict[int, RegionSlots]:
+def _declare_runs(plan: Plan, slots: dict[int, RegionSlots], upstream: dict[int, set[int]]) -> dict[int, RegionSlots]:
     """The region tasks without upstream regions carry the run's declaration: every distinct shard
     shape of every region task, which the executor checks against the cluster when the run starts, so
     a run whose later region can never get its slots fails before its first region does any work."""
@@ -192,7 +193,6 @@ def _declare_runs(plan: Plan, slots: dict[int, RegionSlots]) -> dict[int, Region
             if requests not in seen:
                 seen.add(requests)
                 needs.append(RegionNeed(plan.region_task_id(index), label, shard, requests))
-    upstream = _region_dependencies(plan)
     return {index: replace(region_slots, run_needs=tuple(needs)) if not upstream.get(index) else region_slots
             for index, region_slots in slots.items()}
 
@@ -240,8 +240,8 @@ def _region_dependencies(plan: Plan) -> dict[int, set[int]]:
     return upstream
 
 
-def _wire_regions(plan: Plan, region_tasks: dict[int, Any]) -> None:
-    for dst, sources in _region_dependencies(plan).items():
+def _wire_regions(upstream: dict[int, set[int]], region_tasks: dict[int, Any]) -> None:
+    for dst, sources in upstream.items():
         for src in sorted(sources):
             region_tasks[src] >> region_tasks[dst]
 

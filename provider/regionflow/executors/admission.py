@@ -22,7 +22,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ..contract import NoSlots, RegionSlots, TaskContract
+from ..contract import NoSlots, RegionSlots, TaskContract, shard_bulk_label
 from ..core.resources import UNKNOWN
 from ..scheduling.errors import UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
@@ -51,7 +51,7 @@ class Try:
         if not isinstance(self.contract, RegionSlots):
             return Bulk(bulk_id, job_id, f"{self.dag_id}.{self.task_id}", (UNKNOWN,))
         requests, label = self.contract.shard(self.map_index)
-        return Bulk(bulk_id, job_id, f"{self.dag_id}.{self.task_id}[{max(self.map_index, 0)}] ({label})", requests)
+        return Bulk(bulk_id, job_id, shard_bulk_label(self.dag_id, self.task_id, self.map_index, label), requests)
 
 
 @dataclass

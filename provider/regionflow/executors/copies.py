@@ -172,13 +172,11 @@ class CopyRunner:
 
     def _unwanted(self, request: CopyRequestRecord) -> str:
         """Why a copy of `request`'s shard is no longer worth running ('' when it is)."""
-        if self.store.commit_for(request.dag_id, request.run_id, request.unit_key) is not None:
-            return "the shard has committed"
         try:
             task = UnitTask.read(request.template_path)
         except (OSError, ValueError) as error:
             return f"its task template cannot be read ({error})"
-        if PartitionStore(task.data_dir, task.run_id).committed(task.unit_key) is not None:
+        if _committed(task):
             return "the shard has committed"
         if not self.store.live_attempts(request.unit_key, dag_id=request.dag_id, run_id=request.run_id):
             return "the shard runs no attempt (its task instance is retried by Airflow, not copied)"
@@ -244,7 +242,7 @@ class CopyRunner:
         task = UnitTask.read(request.template_path)
         task.host, task.attempt_id = host_name, attempt_id
         partitions = PartitionStore(task.data_dir, task.run_id)
-        if partitions.committed(task.unit_key) is not None:
+        if _committed(task, partitions):
             self._mark(request.request_id, CopyState.CANCELLED, message="the shard committed before the copy ran")
             return
         task_path = os.path.join(os.path.dirname(request.template_path), f"{task.unit_key}-{attempt_id}.json")
@@ -288,6 +286,12 @@ class CopyRunner:
         for host in list(self.pool.blocklist.hosts_for(job)):
             self.store.unblock(job, host)
             self._start(self.pool.unblock(job, host))
+
+
+def _committed(task: UnitTask, partitions: PartitionStore | None = None) -> bool:
+    """Whether the task's unit has committed (the partition store is the truth; first commit wins)."""
+    partitions = partitions or PartitionStore(task.data_dir, task.run_id)
+    return partitions.committed(task.unit_key) is not None
 
 
 __all__ = ["AttemptFactory", "CopyEnded", "CopyLaunch", "CopyRunner"]
