@@ -3,6 +3,7 @@ Connect server started by the embedded stack): kill -9 of an Airflow component w
 runs (the component then restarted, as its supervisor would), and kill -9 of the server that runs a
 region attempt. Each run ends with the reference's sink rows and every slot released."""
 import os
+import re
 import shutil
 import signal
 import time
@@ -97,3 +98,45 @@ def test_a_killed_server_loses_its_attempt_and_the_retry_runs_on_the_other_host(
         [(g.bulk_id, g.state.value) for g in store.grants(DAG_ID, run_id)]  # every slot of the run went back
     assert sink_figures(stack, run_id) == (orders_reference["rows"], orders_reference["checksum"])
     assert f"host {victim.host} lost" in task_log_file(stack, DAG_ID, run_id, "orders", 1)
+
+
+def task_process(ti_id):
+    """The pid of the task process (Airflow's task runner, titled ``airflow worker -- <ti id>``) of a try."""
+    from regionflow.processes import live_processes
+
+    for pid, _, _ in live_processes():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                title = handle.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith(f"airflow worker -- {ti_id}"):
+            return pid
+    return None
+
+
+def test_a_killed_task_process_has_its_attempt_settled_and_its_spark_session_interrupted(stack, orders_reference):
+    """kill -9 of the task process running `orders`' attempt (its Spark Connect client): the process records
+    nothing, so the RegionExecutor, told the try ended, records the attempt killed and interrupts its
+    session on the host's server by the attempt id before the slots go back; Airflow's retry runs a new
+    attempt, the run succeeds with the reference's rows and no attempt is left recorded as running."""
+    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+    run_id = run(stack, DAG_ID)
+    victim = running_attempt(store, run_id, "orders")
+    [ti] = [t for t in stack.task_instances(DAG_ID, run_id) if t["task_id"] == "orders"]
+    assert wait_until(lambda: task_process(ti["id"]) is not None, 60), "no task process of orders"
+    os.kill(task_process(ti["id"]), signal.SIGKILL)
+
+    assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success"
+    assert wait_until(lambda: store.attempt(victim.attempt_id).state.value != "running", 60)
+    lost = store.attempt(victim.attempt_id)
+    assert lost.state.value == "killed", lost
+    assert lost.message.startswith("its task process ended without recording how the attempt ended"), lost.message
+    assert re.search(rf"\d+ Spark Connect operation\(s\) of its session interrupted on host {victim.host}$",
+                     lost.message), lost.message
+    attempts = store.attempts(DAG_ID, run_id)
+    assert [a.state.value for a in attempts if a.task_id == "orders"] == ["killed", "succeeded"]
+    assert not [a for a in attempts if a.state.value == "running"]
+    assert wait_until(lambda: all(g.state.value == "released" for g in store.grants(DAG_ID, run_id)), 60), \
+        [(g.bulk_id, g.state.value) for g in store.grants(DAG_ID, run_id)]
+    assert sink_figures(stack, run_id) == (orders_reference["rows"], orders_reference["checksum"])

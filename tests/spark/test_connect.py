@@ -240,3 +240,49 @@ def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(orders_
     files = sorted(os.listdir(totals["path"]))  # whole files, at most one per core (2) of the grant
     assert files[0] == "_regionflow_sink.json" and files[1:] in (["part-00000.parquet"],
                                                                  ["part-00000.parquet", "part-00001.parquet"])
+
+
+ORPHAN_CLIENT = """
+import sys
+from pyspark.sql import SparkSession
+from regionflow.spark.orphans import attempt_session_url
+spark = SparkSession.builder.remote(attempt_session_url(sys.argv[1], sys.argv[2])).create()
+print("running", flush=True)
+spark.range(0, 10 ** 13, 1, 2).selectExpr("max(id % 7)").collect()  # hours: it only ends by interruption
+"""
+
+
+def test_the_spark_work_of_a_killed_session_attempt_is_interrupted_by_its_attempt_id(server, tmp_path):
+    """A task process (here a bare client) runs an attempt's session and is killed -9 mid-query: its
+    query goes on in the server, reattachable. Knowing only the attempt id and the host, the executor's
+    stopper attaches to the attempt's session, interrupts that query and releases the session; asked
+    again, it finds the session closed."""
+    import subprocess
+    import sys
+
+    from regionflow.spark.orphans import SessionOrphans, attempt_session_id
+
+    attempt_id = "try1-orphan"
+    child = subprocess.Popen([sys.executable, "-c", ORPHAN_CLIENT, server.url, attempt_id],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "running"
+        time.sleep(3)  # the query is on the server
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait(10)
+    servers = SessionServers(Cluster((server.host,)), str(tmp_path), base_port=server.port)
+    stopper = SessionOrphans(servers)
+    assert stopper.stop(attempt_id, server.host.name) == \
+        f"1 Spark Connect operation(s) of its session interrupted on host {server.host.name}"
+    assert stopper.stop(attempt_id, server.host.name) == "its Spark Connect session had already ended"
+    assert attempt_session_id(attempt_id) == attempt_session_id(attempt_id) != attempt_session_id("try2-orphan")
+    # the server's cores are free again: a new session's job runs at once
+    spark = session(server)
+    try:
+        began = time.monotonic()
+        assert spark.range(100).count() == 100
+        assert time.monotonic() - began < 30
+    finally:
+        spark.stop()

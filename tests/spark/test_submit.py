@@ -586,3 +586,48 @@ def test_a_spark_submit_killed_by_a_signal_is_described_as_killed_by_it():
                                      "WARN NativeCodeLoader: no native-hadoop")
     assert result_reason(exited) == "spark-submit exited with 1: boom"
     assert SubmissionResult(-99, 1.0, (), killed=False).exit_text.endswith("killed by signal 99")
+
+
+@pytest.mark.timeout(60)
+def test_an_orphaned_submission_is_found_by_its_attempt_id_alone_and_ended(tmp_path, fake_spark_submit):
+    """The task process that started spark-submit was killed (-9): spark-submit, in a process group of its
+    own, lives on. Every process it starts carries REGIONFLOW_ATTEMPT_ID, so the executor's stopper ends
+    that attempt's groups from the attempt id alone, and leaves another attempt's alone."""
+    from regionflow.scheduling.hosts import Host
+    from regionflow.spark.orphans import ATTEMPT_VARIABLE, ProcessOrphans
+    from regionflow.spark.task import UnitTask
+    from regionflow.spark.unit import unit_submission
+
+    task = UnitTask(job="m:job", mode="all-pipelined", run_id="r", data_dir=str(tmp_path), unit_key="u",
+                    unit_name="u", regions=[0], attempt_id="try1-abc")
+    made = unit_submission(task, str(tmp_path / "u.json"), Host.of("h", 1, master="local[1]"), 1, {}, [])
+    assert made.hook_kwargs["env_vars"][ATTEMPT_VARIABLE] == "try1-abc"  # what tags a real attempt's processes
+
+    def tagged(attempt_id: str):
+        marker = f"rf-orphan-{attempt_id}-{os.getpid()}-{time.monotonic_ns()}"
+        ready, watch = line_watch("ready")
+        submission = fake_submission(tmp_path, fake_spark_submit, f"""
+            import subprocess, sys, time
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{marker}"])
+            print("ready", flush=True)
+            time.sleep(300)
+            """, on_line=watch)
+        submission.hook_kwargs["env_vars"][ATTEMPT_VARIABLE] = attempt_id
+        runner = threading.Thread(target=submission.run, daemon=True)
+        runner.start()
+        assert ready.wait(30)
+        return submission, runner, marker
+
+    orphan, orphan_runner, orphan_marker = tagged("try1-orphan")
+    other, other_runner, other_marker = tagged("try1-other")
+    try:
+        pgid = orphan.pid
+        assert ProcessOrphans().stop("try1-orphan", "h") == f"1 process group(s) of its spark-submit ended ({pgid})"
+        orphan_runner.join(30)
+        assert process_group_members(pgid) == [] and _pids_matching(orphan_marker) == []
+        assert process_group_members(other.pid) != [] and _pids_matching(other_marker) != []
+        assert ProcessOrphans().stop("try1-orphan", "h") == "no process of it was left on this machine"
+    finally:
+        other.kill()
+        other_runner.join(30)
+    assert _pids_matching(other_marker) == []

@@ -39,6 +39,7 @@ from ..scheduling.pool import Grant, SlotPool
 from ..scheduling.requirements import describe_counts
 from ..spark.backends import configured_servers
 from ..spark.idle import IdleServerReaper
+from ..spark.orphans import OrphanStopper, orphan_stopper
 from ..store import GrantState, RegionflowStore
 from ..store.coordination import STOPPED_AFTER_S
 from .admission import AdmissionGate, Try
@@ -52,6 +53,7 @@ from .guest import (
     task_instance_finished,
     task_instance_states,
 )
+from .leftovers import Leftovers
 from .metrics import PoolMetrics
 from .recovery import BlocklistMirror, GrantRecovery
 
@@ -71,8 +73,9 @@ class RegionExecutor(LocalExecutor):
         self.metrics = PoolMetrics()
         self._noticed_jobs: dict[str, str] = {}  # run (job id) -> what it waited for when last told
         self._held_checked = 0.0
+        stopper = orphan_stopper_of(self.rf_config)
         self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
-                                 release=self._release)  # speculative copies
+                                 release=self._release, stopper=stopper)  # speculative copies
         self.recovery = GrantRecovery(self.store, self.copies, self.log, task_instance_finished,
                                       stopped_after_s=_stopped_after_s())
         self.copies.owner = self.recovery.scheduler_id
@@ -81,6 +84,7 @@ class RegionExecutor(LocalExecutor):
                                   recovery=self.recovery, metrics=self.metrics, log=self.log,
                                   owner=self.recovery.scheduler_id)
         self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
+        self.leftovers = Leftovers(self.store, stopper, self.log)
         self._idle_checked = 0.0
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -193,6 +197,11 @@ class RegionExecutor(LocalExecutor):
     def _release(self, bulk_id: str) -> None:
         self.gate.release(bulk_id)
 
+    def _release_adopted(self, bulk_id: str) -> None:
+        """An adopted try (of a stopped scheduler) ended: settle what its task process left running first."""
+        guarded(self.log, f"settling what {bulk_id} left running", self.leftovers.settle, bulk_id)
+        self.gate.release(bulk_id)
+
     def _fail_unexpected(self, workload: ExecuteTask, doing: str, error: BaseException) -> None:
         self.gate.fail_unexpected(workload, workload.key, doing, error)
 
@@ -204,6 +213,9 @@ class RegionExecutor(LocalExecutor):
             return
         super().change_state(key, state, info, remove_running)
         if finished:
+            bulk_id = self.gate.granted.get(key)
+            if bulk_id is not None:  # before its slots go back: Spark work a killed task process left behind
+                guarded(self.log, f"settling what {key} left running", self.leftovers.settle, bulk_id)
             self.gate.after_end(key, str(state))
 
     def sync(self) -> None:
@@ -213,7 +225,8 @@ class RegionExecutor(LocalExecutor):
                            ("taking copy requests", self.copies.take_requests),
                            ("polling the slot pool", self._poll_pool),
                            ("noticing starving jobs", self._notice_starving_jobs),
-                           ("heartbeat and taking over stopped schedulers", lambda: self.recovery.tick(self._release)),
+                           ("heartbeat and taking over stopped schedulers",
+                            lambda: self.recovery.tick(self._release_adopted)),
                            ("reading the shared slot pool", self.gate.refresh),
                            ("checking waiting task instances", self._check_held),
                            ("stopping idle Spark Connect servers", self._stop_idle_servers),
@@ -328,6 +341,11 @@ def _read_config(log: Any) -> RegionflowConfig:
         message = f"RegionExecutor cannot start: {error}"
         log.error("%s", message)
         raise RegionflowConfigError(message) from None
+
+
+def orphan_stopper_of(config: RegionflowConfig) -> OrphanStopper:
+    """What stops the Spark work of an attempt whose task process died, for ``[regionflow] backend``."""
+    return orphan_stopper(config.backend, configured_servers(config) if config.backend == "session" else None)
 
 
 def _idle_reaper(config: RegionflowConfig) -> IdleServerReaper | None:

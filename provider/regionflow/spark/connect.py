@@ -45,6 +45,22 @@ IDLE_STOP_WAIT_S = 30.0  # how long a start waits for an idle stop's old server 
 # make that child's own SparkSession a Connect client too.
 CONNECT_CLIENT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 _LOG_TAIL = 30
+
+
+@contextlib.contextmanager
+def no_client_marks() -> Iterator[None]:
+    """Leave no Connect-client marks (`CONNECT_CLIENT_VARIABLES`) in this process's environment after
+    the block: a classic Spark program started from here later (spark-submit inherits the environment)
+    would otherwise become a Connect client."""
+    before = {name: os.environ.get(name) for name in CONNECT_CLIENT_VARIABLES}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 # Spark Connect has no way to put a session's jobs in a pool of its own (the server sets no
 # ``spark.scheduler.pool`` from a session; SPARK-48040 was never merged), so every attempt's jobs land
 # in the ``default`` pool, which is FIFO unless an allocation file says otherwise. FIFO there lets the
@@ -224,21 +240,15 @@ class ConnectServer:
         started from here later (spark-submit inherits the environment) would become a Connect client."""
         from pyspark.sql import SparkSession
 
-        before = {name: os.environ.get(name) for name in CONNECT_CLIENT_VARIABLES}
-        try:
-            session = SparkSession.builder.remote(self.url).create()
+        with no_client_marks():
             try:
-                return session.range(1).count() == 1
-            finally:
-                session.stop()
-        except Exception:  # noqa: BLE001 - not ready yet; the caller keeps waiting
-            return False
-        finally:
-            for name, value in before.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+                session = SparkSession.builder.remote(self.url).create()
+                try:
+                    return session.range(1).count() == 1
+                finally:
+                    session.stop()
+            except Exception:  # noqa: BLE001 - not ready yet; the caller keeps waiting
+                return False
 
     def reachable(self) -> bool:
         """True when something answers on this host's Spark Connect port (what a client needs)."""
@@ -393,4 +403,5 @@ def _write_json(path: str, data: Mapping[str, Any]) -> None:
 
 
 __all__ = ["CONNECT_CLIENT_VARIABLES", "ConnectServer", "DEFAULT_BASE_PORT", "ServerState", "ServerStatus",
-           "SessionServerError", "SessionServers", "classic_spark_env", "default_state_dir", "free_port"]
+           "SessionServerError", "SessionServers", "classic_spark_env", "default_state_dir", "free_port",
+           "no_client_marks"]

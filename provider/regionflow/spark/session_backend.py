@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .orphans import attempt_session_url
 from .program import EXIT_VERTEX_FAILED, VertexFailure, run_unit
 from .submit import SubmissionResult
 from .task import UnitTask
@@ -113,7 +114,8 @@ class SessionSubmission:
     def _connect(self, note: Callable[[str], None]) -> Any:
         from pyspark.sql import SparkSession
 
-        spark = SparkSession.builder.remote(self.url).create()
+        # the session's id is derived from the attempt's, so it can be interrupted if this process dies
+        spark = SparkSession.builder.remote(attempt_session_url(self.url, self.task.attempt_id)).create()
         fail_fast_on_a_lost_server(spark)
         spark.addTag(self.tag)
         apply_session_conf(spark, self.conf, note)

@@ -22,6 +22,7 @@ from ..scheduling.strategy import RegionScheduler
 from .cluster_managers import write_pod_template
 from .descriptors import PartitionLocation
 from .masters import MasterKind
+from .orphans import ATTEMPT_VARIABLE
 from .program import CHECKSUM_MODULUS, resolve_sink_path
 from .sizing import slot_size
 from .store import UNIT_COLUMN, PartitionStore
@@ -230,7 +231,9 @@ def unit_submission(task: UnitTask, task_path: str, host: Host, slots: int, job_
         slots=slots, slot_profile=slot_size([ResourceProfile.from_dict(task.slot_request)], host.slot_profile),
         job_conf=default_conf(slots, job_conf),
         py_files=py_files, name=f"regionflow {task.unit_name} {task.attempt_id}", conn_id=conn_id,
-        env_vars=driver_env(task.job), excluded_nodes=task.excluded_nodes, pod_template_file=pod_template,
+        # the attempt id tags spark-submit and all it starts, so they can be ended if this process dies (orphans)
+        env_vars={**driver_env(task.job), ATTEMPT_VARIABLE: task.attempt_id}, excluded_nodes=task.excluded_nodes,
+        pod_template_file=pod_template,
     )
     return RegionSubmission(ENTRY_POINT, kwargs, cpu_affinity=target.cpu_affinity, on_line=on_line,
                             forward_output=forward_output)
