@@ -5,7 +5,7 @@ the submit backend starts spark-submit from it in a process group of its own. Wh
 without a chance to clean up, neither dies with it:
 
 * **session**: the server keeps the session's running operations going, reattachable, until Spark
-  Connect's detached timeout (``spark.connect.execute.manager.detachedTimeout``, 5 min by default) ends
+  Connect's detached timeout (``spark.connect.execute.manager.detachedTimeout``) removes
   them, using the host's cores while the task's retry runs;
 * **submit**: spark-submit, the driver JVM and its Python workers go on to the end of the program.
 
