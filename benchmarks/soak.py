@@ -13,7 +13,8 @@ Printed (text, or --format json):
 - queue wait per grant (from the store: granted_at - submitted_at), p50 and p99;
 - the data dir's largest size while it ran and its size at the end, and the blocking partitions left
   on disk (with ``partition_retention = 0`` every one is deleted once its consumers committed);
-- leaked slots: live grants once every run has ended (must be 0).
+- leaked slots: live grants once every run has ended (must be 0), and attempts still recorded as
+  running then (must be 0).
 
 Usage: .venv/bin/python benchmarks/soak.py [--duration 3600] [--interval 20] [--restart-every 600]
        [--restart-mode kill|term] [--slots 2] [--retention 0] [--format text|json]
@@ -145,6 +146,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             "data_dir_end_mib": round(LocalFileSystem().size(data) / 2**20, 2),
             "partitions_left": partitions_left(data),
             "leaked_slots": sum(len(g.slots) for g in store.live_grants()),
+            "attempts_left_running": sum(1 for run_id in run_ids for attempt in store.attempts(DAG_ID, run_id)
+                                         if attempt.state.value == "running"),
         }
 
 
