@@ -76,30 +76,6 @@ def test_a_component_killed_mid_run_leaves_the_run_exact(stack, orders_reference
     assert sink_figures(stack, run_id) == (orders_reference["rows"], orders_reference["checksum"])
 
 
-def test_a_killed_server_loses_its_attempt_and_the_retry_runs_on_the_other_host(stack, orders_reference):
-    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
-    run_id = run(stack, DAG_ID)
-    victim = running_attempt(store, run_id, "orders")
-    server = stack.session_servers.server(victim.host)
-    os.killpg(server.status().pid, signal.SIGKILL)  # kill -9 of the host's whole Spark (its JVM)
-    killed_at = time.time()
-
-    assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success"
-    lost = store.attempt(victim.attempt_id)
-    assert lost.state.value in ("failed", "killed") and f"host {victim.host} lost" in lost.message
-    assert lost.ended_at - killed_at < 30  # the attempt did not hang on the dead server
-    attempts = store.attempts(DAG_ID, run_id)
-    [retry] = [a for a in attempts if a.task_id == "orders" and a.state.value == "succeeded"]
-    assert retry.host != victim.host
-    later = [a for a in attempts if a.started_at > lost.ended_at]
-    assert later and all(a.host != victim.host for a in later)  # the lost host is blocklisted for the run
-    assert any(b.host == victim.host for b in store.active_blocks())
-    assert wait_until(lambda: all(g.state.value == "released" for g in store.grants(DAG_ID, run_id)), 60), \
-        [(g.bulk_id, g.state.value) for g in store.grants(DAG_ID, run_id)]  # every slot of the run went back
-    assert sink_figures(stack, run_id) == (orders_reference["rows"], orders_reference["checksum"])
-    assert f"host {victim.host} lost" in task_log_file(stack, DAG_ID, run_id, "orders", 1)
-
-
 def task_process(ti_id):
     """The pid of the task process (Airflow's task runner, titled ``airflow worker -- <ti id>``) of a try."""
     from regionflow.processes import live_processes
@@ -140,3 +116,29 @@ def test_a_killed_task_process_has_its_attempt_settled_and_its_spark_session_int
     assert wait_until(lambda: all(g.state.value == "released" for g in store.grants(DAG_ID, run_id)), 60), \
         [(g.bulk_id, g.state.value) for g in store.grants(DAG_ID, run_id)]
     assert sink_figures(stack, run_id) == (orders_reference["rows"], orders_reference["checksum"])
+
+
+# Last in the module: the killed server stays down, so a later test's region could land on a dead host.
+def test_a_killed_server_loses_its_attempt_and_the_retry_runs_on_the_other_host(stack, orders_reference):
+    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+    run_id = run(stack, DAG_ID)
+    victim = running_attempt(store, run_id, "orders")
+    server = stack.session_servers.server(victim.host)
+    os.killpg(server.status().pid, signal.SIGKILL)  # kill -9 of the host's whole Spark (its JVM)
+    killed_at = time.time()
+
+    assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success"
+    lost = store.attempt(victim.attempt_id)
+    assert lost.state.value in ("failed", "killed") and f"host {victim.host} lost" in lost.message
+    assert lost.ended_at - killed_at < 30  # the attempt did not hang on the dead server
+    attempts = store.attempts(DAG_ID, run_id)
+    [retry] = [a for a in attempts if a.task_id == "orders" and a.state.value == "succeeded"]
+    assert retry.host != victim.host
+    later = [a for a in attempts if a.started_at > lost.ended_at]
+    assert later and all(a.host != victim.host for a in later)  # the lost host is blocklisted for the run
+    assert any(b.host == victim.host for b in store.active_blocks())
+    assert wait_until(lambda: all(g.state.value == "released" for g in store.grants(DAG_ID, run_id)), 60), \
+        [(g.bulk_id, g.state.value) for g in store.grants(DAG_ID, run_id)]  # every slot of the run went back
+    assert sink_figures(stack, run_id) == (orders_reference["rows"], orders_reference["checksum"])
+    assert f"host {victim.host} lost" in task_log_file(stack, DAG_ID, run_id, "orders", 1)
+
