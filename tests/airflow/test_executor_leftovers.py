@@ -15,15 +15,19 @@ pytestmark = pytest.mark.timeout(60)
 
 
 class RecordingStopper:
-    def __init__(self, fails: bool = False) -> None:
+    """Records each stop (in `calls`, and in `order` as ("stop", attempt id)); says "stopped", or fails."""
+
+    def __init__(self, fails: bool = False, order: list | None = None) -> None:
         self.calls: list[tuple[str, str]] = []
         self.fails = fails
+        self.order = order if order is not None else []
 
     def stop(self, attempt_id: str, host: str) -> str:
         self.calls.append((attempt_id, host))
+        self.order.append(("stop", attempt_id))
         if self.fails:
             raise RuntimeError("server unreachable")
-        return "1 Spark Connect operation(s) of its session interrupted on host a"
+        return "stopped"
 
 
 def started(store, bulk_id, attempt_id, *, task_id="t", state=None):
@@ -36,7 +40,8 @@ def started(store, bulk_id, attempt_id, *, task_id="t", state=None):
 def test_an_attempt_left_running_by_an_ended_try_is_stopped_and_recorded_killed_before_its_slots_go_back(
         settings, monkeypatch):  # noqa: F811
     ex = executor(monkeypatch)
-    stopper = ex.leftovers.stopper = RecordingStopper()
+    order = []
+    ex.leftovers.stopper = RecordingStopper(order=order)
     shard, waiting = workload(slots=4, task_id="t"), workload(slots=4, task_id="next")
     queue(ex, shard, waiting)
     store = RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")
@@ -44,10 +49,8 @@ def test_an_attempt_left_running_by_an_ended_try_is_stopped_and_recorded_killed_
     started(store, bulk_id, "try1-done", state="failed")  # an earlier attempt that ended normally
     started(store, bulk_id, "try1-left")  # the task process was killed while this one ran
     started(store, "copy:7", "copy-7", task_id="t")  # a speculative copy of the shard: its own bulk, not touched
-    order = []
     release = ex.gate.release
     monkeypatch.setattr(ex.gate, "release", lambda b: (order.append(("release", b)), release(b)))
-    monkeypatch.setattr(stopper, "stop", lambda a, h: (order.append(("stop", a)), "stopped")[1])
 
     ex.change_state(shard.key, TaskInstanceState.FAILED)
 

@@ -32,13 +32,13 @@ from ..scheduling.hosts import Host
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from ..spark.attempt import Attempt
 from ..spark.backends import configured_backend
-from ..spark.orphans import OrphanStopper
 from ..spark.store import PartitionStore
 from ..spark.task import UnitTask
 from ..spark.unit import grant_target
 from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
-from ..store import COPY_PREFIX, AttemptRecord, CopyRequestRecord, CopyState, RegionflowStore, StoreError
+from ..store import COPY_PREFIX, CopyRequestRecord, CopyState, RegionflowStore, StoreError
 from ..store.recorder import StoreRecorder
+from .leftovers import Leftovers
 from .shared_pool import copy_job
 
 COPY_EXCLUSION_S = 7 * 24 * 3600.0  # lifted explicitly when the copy ends
@@ -74,9 +74,9 @@ class CopyRunner:
 
     def __init__(self, pool: SlotPool, store: RegionflowStore, config: RegionflowConfig, log: Any,
                  start: Callable[[list[Grant]], None], release: Callable[[str], None],
-                 attempt_factory: AttemptFactory | None = None, stopper: OrphanStopper | None = None) -> None:
+                 attempt_factory: AttemptFactory | None = None, leftovers: Leftovers | None = None) -> None:
         self.pool, self.store, self.config, self.log = pool, store, config, log
-        self.stopper = stopper  # stops the Spark work of a copy whose scheduler died (None: left to end alone)
+        self.leftovers = leftovers  # ends a copy whose scheduler died (None: its Spark work ends on its own)
         self._start, self._release = start, release
         self.attempt_factory = attempt_factory or self._attempt_on_backend
         self.waiting: dict[str, CopyRequestRecord] = {}  # bulk id -> request waiting for slots
@@ -152,7 +152,10 @@ class CopyRunner:
         if request.attempt_id:
             attempt = self.store.attempt(request.attempt_id)
             if attempt is not None and attempt.state == AttemptState.RUNNING:
-                self.store.end_attempt(request.attempt_id, AttemptState.KILLED, f"{why}; {self._stop(attempt)}")
+                if self.leftovers is not None:
+                    self.leftovers.end(attempt, why)
+                else:
+                    self.store.end_attempt(request.attempt_id, AttemptState.KILLED, why)
         if not request.is_open:
             return None
         self._mark(request_id, CopyState.CANCELLED if request.state is CopyState.PENDING else CopyState.FAILED,
@@ -171,15 +174,6 @@ class CopyRunner:
             self.log.info("RegionExecutor: speculative copy %s of a stopped scheduler is asked again as %s (%s)",
                           bulk_id, again.bulk_id, why)
         return again
-
-    def _stop(self, attempt: AttemptRecord) -> str:
-        """Stop the Spark work a copy attempt of a stopped scheduler left behind; say what was found."""
-        if self.stopper is None:
-            return "its Spark work was left to end on its own"
-        try:
-            return self.stopper.stop(attempt.attempt_id, attempt.host)
-        except Exception as error:  # noqa: BLE001 - the copy is settled either way
-            return f"its Spark work could not be stopped: {type(error).__name__}: {error}"
 
     def _unwanted(self, request: CopyRequestRecord) -> str:
         """Why a copy of `request`'s shard is no longer worth running ('' when it is)."""

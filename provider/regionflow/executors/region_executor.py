@@ -37,9 +37,8 @@ from ..contract import ContractError, from_executor_config
 from ..core.errors import RegionflowError
 from ..scheduling.pool import Grant, SlotPool
 from ..scheduling.requirements import describe_counts
-from ..spark.backends import configured_servers
+from ..spark.backends import configured_servers, configured_stopper
 from ..spark.idle import IdleServerReaper
-from ..spark.orphans import OrphanStopper, orphan_stopper
 from ..store import GrantState, RegionflowStore
 from ..store.coordination import STOPPED_AFTER_S
 from .admission import AdmissionGate, Try
@@ -73,9 +72,9 @@ class RegionExecutor(LocalExecutor):
         self.metrics = PoolMetrics()
         self._noticed_jobs: dict[str, str] = {}  # run (job id) -> what it waited for when last told
         self._held_checked = 0.0
-        stopper = orphan_stopper_of(self.rf_config)
+        self.leftovers = Leftovers(self.store, configured_stopper(self.rf_config), self.log)
         self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
-                                 release=self._release, stopper=stopper)  # speculative copies
+                                 release=self._release, leftovers=self.leftovers)  # speculative copies
         self.recovery = GrantRecovery(self.store, self.copies, self.log, task_instance_finished,
                                       stopped_after_s=_stopped_after_s())
         self.copies.owner = self.recovery.scheduler_id
@@ -84,7 +83,6 @@ class RegionExecutor(LocalExecutor):
                                   recovery=self.recovery, metrics=self.metrics, log=self.log,
                                   owner=self.recovery.scheduler_id)
         self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
-        self.leftovers = Leftovers(self.store, stopper, self.log)
         self._idle_checked = 0.0
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -341,11 +339,6 @@ def _read_config(log: Any) -> RegionflowConfig:
         message = f"RegionExecutor cannot start: {error}"
         log.error("%s", message)
         raise RegionflowConfigError(message) from None
-
-
-def orphan_stopper_of(config: RegionflowConfig) -> OrphanStopper:
-    """What stops the Spark work of an attempt whose task process died, for ``[regionflow] backend``."""
-    return orphan_stopper(config.backend, configured_servers(config) if config.backend == "session" else None)
 
 
 def _idle_reaper(config: RegionflowConfig) -> IdleServerReaper | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..scheduling.hosts import Host
 from .attempt import Backend, HostLost
 from .connect import SessionServerError, SessionServers
+from .orphans import OrphanStopper, ProcessOrphans, SessionOrphans
 from .session_backend import SessionSubmission
 from .submit import RegionSubmission
 from .task import UnitTask
@@ -79,6 +80,11 @@ def configured_servers(config: RegionflowConfig) -> SessionServers:
     return SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
 
 
+def configured_stopper(config: RegionflowConfig) -> OrphanStopper:
+    """What stops the Spark work of an attempt whose process died, for ``[regionflow] backend``."""
+    return SessionOrphans(configured_servers(config)) if config.backend == "session" else ProcessOrphans()
+
+
 def configured_backend(config: RegionflowConfig, job_conf: Mapping[str, str],
                        py_files: Callable[[], Sequence[str]], *, forward_output: bool = True) -> Backend:
     """The backend ``[regionflow] backend`` names, for attempts of one job (its conf and modules).
@@ -89,4 +95,5 @@ def configured_backend(config: RegionflowConfig, job_conf: Mapping[str, str],
     return SubmitBackend(job_conf, py_files(), conn_id=config.spark_conn_id, forward_output=forward_output)
 
 
-__all__ = ["Backend", "SessionBackend", "SubmitBackend", "configured_backend", "configured_servers"]
+__all__ = ["Backend", "SessionBackend", "SubmitBackend", "configured_backend", "configured_servers",
+           "configured_stopper"]

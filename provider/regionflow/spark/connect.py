@@ -45,22 +45,6 @@ IDLE_STOP_WAIT_S = 30.0  # how long a start waits for an idle stop's old server 
 # make that child's own SparkSession a Connect client too.
 CONNECT_CLIENT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 _LOG_TAIL = 30
-
-
-@contextlib.contextmanager
-def no_client_marks() -> Iterator[None]:
-    """Leave no Connect-client marks (`CONNECT_CLIENT_VARIABLES`) in this process's environment after
-    the block: a classic Spark program started from here later (spark-submit inherits the environment)
-    would otherwise become a Connect client."""
-    before = {name: os.environ.get(name) for name in CONNECT_CLIENT_VARIABLES}
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 # Spark Connect has no way to put a session's jobs in a pool of its own (the server sets no
 # ``spark.scheduler.pool`` from a session; SPARK-48040 was never merged), so every attempt's jobs land
 # in the ``default`` pool, which is FIFO unless an allocation file says otherwise. FIFO there lets the
@@ -338,6 +322,22 @@ class SessionServers:
     def stop(self, hosts: list[str] | None = None) -> list[str]:
         """Stop the named (default: all) servers; returns the hosts whose server was running."""
         return [name for name in (hosts or list(self.servers)) if self.server(name).stop()]
+
+
+@contextlib.contextmanager
+def no_client_marks() -> Iterator[None]:
+    """Leave no Connect-client marks (`CONNECT_CLIENT_VARIABLES`) in this process's environment after
+    the block: a classic Spark program started from here later (spark-submit inherits the environment)
+    would otherwise become a Connect client."""
+    before = {name: os.environ.get(name) for name in CONNECT_CLIENT_VARIABLES}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def classic_spark_env() -> dict[str, str]:

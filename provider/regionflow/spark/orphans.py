@@ -27,7 +27,7 @@ import uuid
 from typing import Any, Protocol
 
 from ..processes import tagged_processes, terminate_process_group
-from .connect import SessionServers, no_client_marks
+from .connect import SessionServerError, SessionServers, no_client_marks
 
 ATTEMPT_VARIABLE = "REGIONFLOW_ATTEMPT_ID"
 _SESSION_NAMESPACE = uuid.UUID("6f1c2b0e-5a52-4a8e-9a57-0c6f2f7e4d11")  # regionflow's, for session ids
@@ -62,7 +62,7 @@ class SessionOrphans:
     def stop(self, attempt_id: str, host: str) -> str:
         try:
             server = self.servers.server(host)
-        except Exception as error:  # noqa: BLE001 - a host no longer configured has no server to ask
+        except SessionServerError as error:  # a host no longer configured has no server to ask
             return f"no Spark Connect server for host {host} ({error})"
         if not server.reachable():
             return f"the Spark Connect server of host {host} is down: nothing of it runs there"
@@ -108,12 +108,5 @@ class ProcessOrphans:
         return f"{len(ended)} process group(s) of its spark-submit ended ({', '.join(map(str, ended))})"
 
 
-def orphan_stopper(backend: str, servers: SessionServers | None) -> OrphanStopper:
-    """The stopper of ``[regionflow] backend``."""
-    if backend == "session" and servers is not None:
-        return SessionOrphans(servers)
-    return ProcessOrphans()
-
-
 __all__ = ["ATTEMPT_VARIABLE", "OrphanStopper", "ProcessOrphans", "SessionOrphans", "attempt_session_id",
-           "attempt_session_url", "interrupt_attempt_session", "orphan_stopper"]
+           "attempt_session_url", "interrupt_attempt_session"]
