@@ -20,19 +20,36 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
-export PYTHONDONTWRITEBYTECODE ?= 1
+# Bytecode: pip installs without compiling (--no-compile below: compiling all ~12,000 modules of the venv
+# took 30+ minutes of a clean-clone install on this slow machine, most of them never imported); each module is compiled
+# the first time any process imports it and cached under build/pycache (one tree for the venv and this
+# checkout, so imports do not litter the sources). A PYTHONDONTWRITEBYTECODE inherited from the shell
+# would make every process compile every import again, so it is not passed on.
+export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
+unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv lint test demo bench clean
+.PHONY: venv constraints bytecode lint test demo bench clean
 
 venv: $(STAMP)
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
-# Re-run pip only when setup.py changed (or the venv is new).
-$(STAMP): setup.py | $(VPY)
-	$(VPY) -m pip install --disable-pip-version-check -e '.[test]'
+# Re-run pip only when setup.py or constraints.txt changed (or the venv is new). constraints.txt pins every
+# package to the versions the suite was last run with: pip then has one candidate each and does not backtrack.
+$(STAMP): setup.py constraints.txt | $(VPY)
+	$(VPY) -m pip install --disable-pip-version-check --no-compile -c constraints.txt -e '.[test]'
 	touch $@
+
+# After a change to setup.py's requirements: resolve them afresh in a scratch venv and pin the result.
+constraints:
+	rm -rf build/constraints-venv
+	$(PYTHON) -m venv build/constraints-venv
+	build/constraints-venv/bin/python -m pip install --disable-pip-version-check --no-compile -q '.[test]'
+	{ grep '^#' constraints.txt; build/constraints-venv/bin/python -m pip freeze --exclude-editable \
+	  | grep -v '^airflow-provider-regionflow'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf build/constraints-venv
 
 # ruff (ruff.toml: pycodestyle, pyflakes, import order, pyupgrade, bugbear) and mypy (setup.cfg: strict
 # checks on core/, scheduling/, store/ and contract.py); tests/test_lint.py runs the same two commands.
@@ -40,7 +57,12 @@ lint: venv
 	$(VPY) -m ruff check provider tests benchmarks dags plugins
 	$(VPY) -m mypy provider/regionflow
 
-test: venv
+# regionflow's own modules, compiled before the suite (only what changed since the last run) so that the
+# first scheduler, dag-processor, api-server and task processes do not all compile them at once.
+bytecode: venv
+	$(VPY) -m compileall -q provider dags plugins >/dev/null
+
+test: venv bytecode
 	$(VPY) -m pytest tests -q -ra --timeout=900 --durations=30 $(PYTEST_ARGS)
 
 DEMO_DIR ?= $(CURDIR)/.demo
@@ -51,7 +73,7 @@ DEMO_BACKEND ?= session
 # triggerer on 127.0.0.1, SQLite) with the RegionExecutor and local Spark (DEMO_BACKEND=session: a Spark
 # Connect server per host, each region task a client session on it; submit: a spark-submit per task);
 # then the plain PySpark reference, whose checksum the DAG run's sink checksum must equal.
-demo: venv
+demo: venv bytecode
 	rm -rf $(DEMO_DIR)
 	$(VENV)/bin/regionflow plan dags/orders_daily.py --dag-id orders_daily
 	$(VPY) -m regionflow.demo --home $(DEMO_DIR)/airflow --dags-folder $(CURDIR)/dags --slots 3 --backend $(DEMO_BACKEND)

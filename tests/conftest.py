@@ -1,5 +1,7 @@
-"""Session-wide fixtures shared by the Spark and Airflow end-to-end tests."""
+"""Session-wide fixtures shared by the Spark and Airflow end-to-end tests, and the run's progress
+lines: the machine's speed at the start and end, and a line per finished test module."""
 import logging
+import time
 
 import pytest
 
@@ -8,6 +10,109 @@ import pytest
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 ORDERS = "regionflow.examples.orders:job"
+MEASURE_EVERY_S = 120.0
+
+
+class ModuleProgress:
+    """A line per test module when its last test ends: how many tests, how long, the minutes since the
+    session started and, at most every `MEASURE_EVERY_S` seconds, the machine's speed then. A CI run
+    stopped at its time limit prints no ``--durations`` table; these lines still say where the time went
+    and whether the box slowed down."""
+
+    def __init__(self, reporter):
+        self.reporter = reporter
+        self.session_started = time.monotonic()
+        self.module, self.started, self.tests = None, 0.0, 0
+        self.measured = self.session_started  # when the machine's speed was last measured: pytest_sessionstart
+
+    def test_starts(self, nodeid):
+        """Called as each test starts: a new module ends the previous one."""
+        module = nodeid.split("::", 1)[0]
+        if module != self.module:
+            self.module_ends()
+            self.module, self.started, self.tests = module, time.monotonic(), 0
+        self.tests += 1
+
+    def module_ends(self):
+        """Write the line of the module running now, if any."""
+        if self.module is None:
+            return
+        now = time.monotonic()
+        line = (f"[{(now - self.session_started) / 60:5.1f} min] {self.module}: {self.tests} tests in "
+                f"{now - self.started:.0f} s")
+        if now - self.measured >= MEASURE_EVERY_S:  # the measurement itself is slow on a slow machine
+            self.measured = now
+            line += f"; {machine_speed(units=3, touch_mib=16)}"
+        self.reporter.currentfspath = True  # so that write_line ends the line of progress dots (-q) first
+        self.reporter.write_line(line)
+        self.module = None
+
+
+def pytest_sessionstart(session):
+    """Print `machine_speed` first in the output (also under ``-q``, which hides report headers)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(machine_speed())
+        session.config.stash[PROGRESS] = ModuleProgress(reporter)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """`ModuleProgress`: count the test, and close the previous module's line at a module change
+    (returns None: pytest's own protocol runs the test)."""
+    progress = item.config.stash.get(PROGRESS, None)
+    if progress is not None:
+        progress.test_starts(item.nodeid)
+
+
+def pytest_sessionfinish(session):
+    """`ModuleProgress`: the last module's line."""
+    progress = session.config.stash.get(PROGRESS, None)
+    if progress is not None:
+        progress.module_ends()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """`machine_speed` again at the end: the box may have changed during the run."""
+    terminalreporter.write_line(machine_speed())
+
+
+PROGRESS = pytest.StashKey[ModuleProgress]()
+
+
+def machine_speed(units=10, touch_mib=64):
+    """How fast this machine is right now, so a slow CI run can be told from a slow suite: `units` of
+    pure-Python work (about 24 ms each on a quiet 2-core box of this kind), then the time to first-touch
+    `touch_mib` MiB of fresh memory (256 page faults a MiB; JVM, Airflow and pyspark starts fault in
+    hundreds of MiB)."""
+    import mmap
+    import statistics
+
+    times = []
+    for _ in range(units):
+        started = time.perf_counter()
+        sum(range(2_000_000))
+        times.append((time.perf_counter() - started) * 1000)
+    memory = mmap.mmap(-1, touch_mib << 20)
+    started = time.perf_counter()
+    for offset in range(0, len(memory), 4096):
+        memory[offset] = 1
+    touch_ms = (time.perf_counter() - started) * 1000
+    memory.close()
+    return (f"machine speed: CPU unit median {statistics.median(times):.0f} ms, max {max(times):.0f} ms "
+            f"(quiet box ~24 ms); first touch of {touch_mib} MiB {touch_ms:.0f} ms")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def migrated_airflow_databases(tmp_path_factory):
+    """Every embedded Airflow stack of the session on SQLite copies one freshly migrated database
+    instead of running ``airflow db migrate`` itself (see regionflow.testing.migrated_db)."""
+    from regionflow.testing.migrated_db import MigratedDatabaseCache
+    from regionflow.testing.stack import EmbeddedAirflow
+
+    EmbeddedAirflow.migrated_databases = MigratedDatabaseCache(str(tmp_path_factory.mktemp("airflow-databases")))
+    yield EmbeddedAirflow.migrated_databases
+    EmbeddedAirflow.migrated_databases = None
 
 
 @pytest.fixture(scope="session")

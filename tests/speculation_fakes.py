@@ -32,7 +32,8 @@ class FakeSubmission:
     """`behaviour(submission)` plays the application; it should watch `killed` to end early."""
 
     behaviour: Callable[[FakeSubmission], FakeResult]
-    master: str | None = None  # a spark:// URL makes the attempt's MasterWatcher watch it
+    master: str | None = None  # a spark:// URL makes the attempt's HostWatcher watch it
+    server_url: str | None = None  # so does an sc:// URL (a Spark Connect server)
     killed: threading.Event = field(default_factory=threading.Event)
     ran: threading.Event = field(default_factory=threading.Event)
 

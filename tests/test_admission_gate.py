@@ -73,6 +73,38 @@ def test_a_waiting_try_changed_in_airflow_is_withdrawn_with_a_note_and_frees_its
     assert gate.pool.free_slots() == 3
 
 
+LIVE = frozenset({"queued", "running", "restarting"})
+GRACE_S = 120.0
+
+
+def test_a_try_that_ended_in_airflow_without_a_workers_report_gives_its_slots_back_after_the_grace(gate):
+    lost, running, retried, gone = (admit(gate, name) for name in ("lost", "running", "retried", "gone"))
+    behind = admit(gate, "behind")  # waits: the four hold every slot
+    states = {lost.ti_id: ("success", 1), running.ti_id: ("running", 1), retried.ti_id: ("scheduled", 2)}
+    assert gate.unheard_ends(states, LIVE, now=1000.0, grace_s=GRACE_S) == []  # the report may still come
+    assert gate.unheard_ends(states, LIVE, now=1000.0 + GRACE_S - 1, grace_s=GRACE_S) == []
+    found = dict(gate.unheard_ends(states, LIVE, now=1000.0 + GRACE_S, grace_s=GRACE_S))
+    assert found == {lost.key: "success (try 1)", retried.key: "scheduled (try 2)", gone.key: "deleted"}
+
+    for key, now_is in found.items():
+        gate.end_unheard(key, now_is)
+
+    assert gate.operations.handed()[-1] == "workload:behind" and set(gate.granted) == {running.key, behind.key}
+    assert lost.key not in gate.runs
+    rows = {g.task_id: (g.state, g.message) for g in gate.store.grants(dag_id="d")}
+    assert rows["lost"] == ("released", "released: the task instance is success (try 1) and no worker reported the end")
+    assert rows["running"][0] == "granted"
+
+
+def test_a_try_seen_live_again_starts_its_grace_over(gate):
+    flaky = admit(gate, "flaky")
+    assert gate.unheard_ends({flaky.ti_id: ("up_for_reschedule", 1)}, LIVE, now=0.0, grace_s=GRACE_S) == []
+    assert gate.unheard_ends({flaky.ti_id: ("queued", 1)}, LIVE, now=60.0, grace_s=GRACE_S) == []  # re-queued
+    assert gate.unheard_ends({flaky.ti_id: ("up_for_reschedule", 1)}, LIVE, now=130.0, grace_s=GRACE_S) == []
+    assert gate.unheard_ends({flaky.ti_id: ("up_for_reschedule", 1)}, LIVE, now=250.0, grace_s=GRACE_S) == [
+        (flaky.key, "up_for_reschedule (try 1)")]
+
+
 def test_a_failure_frees_the_slots_and_reports_once(gate):
     held = admit(gate, "held", slots=4)
     gate.fail("workload:held", held.key, "regionflow: boom")
@@ -124,3 +156,10 @@ def test_a_run_the_cluster_can_serve_starts_even_when_its_hosts_are_busy_or_bloc
     admit(gate, "first", contract=run_needing(1, 4))
     assert gate.operations.handed() == ["workload:holder"] and len(gate.held) == 1
     assert not [call for call in gate.operations.calls if call[0] == "fail"]
+
+
+def test_a_sync_step_paced_by_every_is_due_at_once_then_at_most_once_per_interval():
+    from regionflow.executors.guard import Every
+
+    pace = Every(10.0)
+    assert [pace.due(t) for t in (100.0, 105.0, 109.9, 110.0, 115.0, 121.0)] == [True, False, False, True, False, True]

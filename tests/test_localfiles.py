@@ -3,7 +3,9 @@ import json
 import multiprocessing
 import os
 
-from regionflow.localfiles import write_json_atomically
+import pytest
+
+from regionflow.localfiles import copy_atomically, write_json_atomically
 
 
 def _write_many(path, marker):
@@ -22,3 +24,15 @@ def test_concurrent_writers_of_one_file_never_fail_and_leave_a_whole_file_and_no
     assert [writer.exitcode for writer in writers] == [0, 0, 0, 0]
     assert json.load(open(path))["n"] == 199
     assert os.listdir(tmp_path) == ["job.json"]
+
+
+def test_a_copy_replaces_its_target_whole_and_a_failed_one_leaves_the_old_file_and_no_temp_file(tmp_path):
+    source, target = tmp_path / "fresh.db", tmp_path / "airflow.db"
+    source.write_bytes(b"new" * 1000)
+    target.write_bytes(b"old")
+    assert copy_atomically(str(source), str(target)) == str(target)
+    assert target.read_bytes() == b"new" * 1000
+    with pytest.raises(FileNotFoundError):
+        copy_atomically(str(tmp_path / "missing.db"), str(target))
+    assert target.read_bytes() == b"new" * 1000
+    assert sorted(os.listdir(tmp_path)) == ["airflow.db", "fresh.db"]

@@ -69,3 +69,22 @@ def test_venv_spark_submit_version():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert f"version {_jar_spark_version()}" in out, out
+
+
+def test_every_installed_distribution_is_pinned_in_constraints_txt():
+    """`make` installs with ``-c constraints.txt``; a requirement added to setup.py without re-pinning
+    (``make constraints``) would be resolved unpinned and pip could backtrack again."""
+    root = Path(__file__).resolve().parent.parent
+    pins = {}
+    for line in (root / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    unpinned = []
+    for dist in md.distributions():
+        name = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+        if name in ("airflow-provider-regionflow", "pip", "setuptools", "wheel", "py-spy"):
+            continue
+        if pins.get(name) != dist.version:
+            unpinned.append(f"{name}=={dist.version} (constraints.txt: {pins.get(name, 'none')})")
+    assert unpinned == [], f"not pinned as installed, run `make constraints`: {unpinned}"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 
+from regionflow.scheduling.blocklist import EVERY_JOB
 from regionflow.scheduling.hosts import Cluster
 from regionflow.store import RegionflowStore
 from regionflow.ui.views import cluster_view, run_view
@@ -50,6 +51,17 @@ def test_dags_the_user_may_not_see_are_counted_not_shown(tmp_path):
     view = cluster_view(store, CLUSTER, may_see=lambda dag_id: dag_id == "public", now=2000.0)
     assert [q["dag_id"] for q in view["queue"]] == ["public"] and view["queue"][0]["position"] == 2
     assert view["queue_hidden"] == 1
+
+
+def test_a_lost_host_is_shown_to_every_user_and_blocks_every_waiting_run(tmp_path):
+    store = store_at(tmp_path)
+    store.block(EVERY_JOB, "a", 10**9, reason="host lost: the Spark Connect server is down")
+    store.block("secret/r1", "b", 10**9, reason="slow attempt y")
+    wait(store, "w1", "public", 3)
+    view = cluster_view(store, CLUSTER, may_see=lambda dag_id: dag_id == "public", now=2000.0)
+    assert [(b["job_id"], b["host"]) for b in view["blocklist"]] == [("*", "a")]  # not the hidden DAG's entry
+    (waiting,) = view["queue"]
+    assert waiting["blocked_hosts"] == ["a"] and waiting["why"].startswith("blocklisted: hosts a")
 
 
 def test_an_empty_store_or_none_yet_gives_empty_views(tmp_path):

@@ -54,6 +54,10 @@ OPTIONS: tuple[Option, ...] = (
            minimum=1),
     Option("blocklist_expiry", "Seconds a (job, host) blocklist entry lives.", "float", "60", "60",
            minimum=0, above=True),
+    Option("lost_host_probe_interval", "Seconds between probes of a lost host (its Spark Connect server or "
+           "standalone master silent), which is blocklisted for every DAG run: the entry is lifted as soon as the "
+           "host answers and extended while it stays silent. 0: no probe, the entry expires after "
+           "blocklist_expiry.", "float", "10", "10", minimum=0),
     Option("partition_retention", "Seconds to keep a run's blocking partitions. 0: each is deleted as soon as "
            "every consumer of it has committed (Flink's release rule); more: kept for debugging, and `regionflow "
            "gc` deletes them once their run has ended this long ago.", "float", "86400", "0", minimum=0),
@@ -136,6 +140,7 @@ class RegionflowConfig:
     session_base_port: int = 15002
     session_state_dir: str = ""
     slot_idle_timeout: float = 600.0
+    lost_host_probe_interval: float = 10.0
     partition_retention: float = 0.0
 
     @classmethod
@@ -195,8 +200,16 @@ class RegionflowConfig:
             session_base_port=_declared_number("session_base_port", get),
             session_state_dir=get("session_state_dir").strip() or os.path.join(airflow_home, "regionflow-sessions"),
             slot_idle_timeout=_declared_number("slot_idle_timeout", get),
+            lost_host_probe_interval=_declared_number("lost_host_probe_interval", get),
             partition_retention=_declared_number("partition_retention", get),
         )
+
+    @property
+    def blocks_lost_hosts(self) -> bool:
+        """Whether a lost host gets a blocklist entry for every run: not with ``blocklist_expiry`` 0, nor on
+        a one-host cluster, where the entry could only make the retry fail at once (the pool rejects a
+        bulk whose every host is blocklisted) while the host may be back by then."""
+        return self.blocklist_expiry > 0 and len(self.cluster) >= 2
 
     @property
     def largest_host_slots(self) -> int:

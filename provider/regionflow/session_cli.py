@@ -23,7 +23,7 @@ def add_session(commands: Any, add_cluster_options: Callable[[argparse.ArgumentP
     actions = session.add_subparsers(title="actions")
     helps = {"start": "start the servers that are not up and wait until they answer",
              "stop": "stop the servers (their whole process groups)",
-             "status": "show each server: up, starting or down (exit 1 if any is not up)"}
+             "status": "show each server: up, starting, silent (hung or stopped) or down (exit 1 if any is not up)"}
     for action, text in helps.items():
         parser = actions.add_parser(action, help=text)
         parser.add_argument("--host", action="append", default=None, metavar="H",
@@ -50,12 +50,12 @@ def run_session(args: argparse.Namespace, cluster: Any) -> int:
         if args.format == "text":
             print(f"stopped: {', '.join(stopped) or 'none was running'}")
     else:
-        statuses = servers.status(args.host)
+        statuses = servers.checked_status(args.host)
     if args.format == "json":
         print(json.dumps([vars(status) for status in statuses], indent=2))
     else:
         for status in statuses:
-            detail = f"pid {status.pid}" if status.pid else (status.cause or "")
+            detail = status.cause or (f"pid {status.pid}" if status.pid else "")
             print(f"{status.host}: {status.state} at {status.url} ({detail})")
     if args.action == "status" and not all(status.up for status in statuses):
         return EXIT_DOWN

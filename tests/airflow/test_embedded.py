@@ -92,7 +92,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def stack(workspace: dict[str, str]) -> Iterator[EmbeddedAirflow]:
     airflow = EmbeddedAirflow(workspace["home"], workspace["dags"], executor=EXECUTOR, parallelism=4,
                               regionflow_options={"speculation": "off", "backend": "submit"})
-    with airflow.start(timeout=300):
+    with airflow.start():
         _report("db migrate", airflow.timings["db_migrate_s"])
         _report("start() to healthy", airflow.timings["start_to_healthy_s"])
         yield airflow
@@ -139,9 +139,32 @@ def test_unknown_components_and_a_missing_api_server_are_refused(tmp_path) -> No
 # ---- a real stack -------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(900)  # the module stack starts in its setup (600 s bound)
+def test_a_later_home_of_the_session_gets_a_copy_of_the_migrated_database_not_a_migration(
+        stack: EmbeddedAirflow, tmp_path) -> None:
+    """tests/conftest.py keeps the session's first freshly migrated database: once the module's stack
+    has started, another home's database is a copy of it (no ``airflow db migrate`` runs, so no log of
+    one), with the schema, alembic version and default pool a migration gives."""
+    later = EmbeddedAirflow(str(tmp_path / "home"), str(tmp_path / "dags"), executor=EXECUTOR, parallelism=4,
+                            regionflow_options={"backend": "submit"})
+    later.write_config()
+    later.migrate_database()
+    assert not os.path.exists(later.log_path("db-migrate")), "a migration ran instead of a copy"
+
+    def schema(path: str) -> tuple:
+        with sqlite3.connect(path) as connection:
+            version = connection.execute("select version_num from alembic_version").fetchall()
+            pools = connection.execute("select pool, slots from slot_pool where pool = 'default_pool'").fetchall()
+            tables = connection.execute("select name from sqlite_master where type = 'table' order by name").fetchall()
+        return version, pools, tables
+
+    assert schema(later.database_path) == schema(stack.database_path)
+    assert schema(later.database_path)[1] == [("default_pool", 128)]
+
+
 @pytest.mark.timeout(600)
 def test_a_two_task_dag_runs_to_success_with_readable_logs(stack: EmbeddedAirflow, workspace) -> None:
-    stack.wait_for_dag(TWO_TASKS_DAG, timeout=120)
+    stack.wait_for_dag(TWO_TASKS_DAG)
     stack.unpause(TWO_TASKS_DAG)
     triggered = time.monotonic()
     run_id = stack.trigger(TWO_TASKS_DAG, conf={"why": "test"})
@@ -175,7 +198,7 @@ def test_a_dag_file_with_a_syntax_error_shows_up_in_import_errors(stack: Embedde
 def test_only_loopback_listeners_and_stop_leaves_no_process(stack: EmbeddedAirflow) -> None:
     """Stops the shared stack while a task (in a session of its own) still runs; later tests of the
     module do not need the shared stack running."""
-    stack.wait_for_dag(SLEEPER_DAG, timeout=120)
+    stack.wait_for_dag(SLEEPER_DAG)
     stack.unpause(SLEEPER_DAG)
     run_id = stack.trigger(SLEEPER_DAG)
     _wait_for_running_task(stack, SLEEPER_DAG, run_id)
@@ -202,7 +225,7 @@ def test_only_loopback_listeners_and_stop_leaves_no_process(stack: EmbeddedAirfl
     assert not _pgrep(api_title) and not _pgrep(SLEEP_COMMAND)
 
 
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(900)  # a whole stack start (600 s bound) and stop
 def test_a_restart_on_the_same_home_keeps_the_database_and_waits_for_fresh_heartbeats(stack, workspace) -> None:
     """A new stack on the shared stack's home right after it stopped (a quick restart) keeps the
     database and does not report healthy on the stopped scheduler's recent heartbeat."""
@@ -212,7 +235,7 @@ def test_a_restart_on_the_same_home_keeps_the_database_and_waits_for_fresh_heart
     again = EmbeddedAirflow(workspace["home"], workspace["dags"], executor=EXECUTOR, parallelism=4,
                             regionflow_options={"backend": "submit"})
     restarted_at = datetime.now(UTC)
-    with again.start(timeout=300):
+    with again.start():
         runs = sorted((run["dag_run_id"],) for run in again.dag_runs(SLEEPER_DAG))
         health = again.health()
 

@@ -81,3 +81,27 @@ def test_a_try_airflow_revokes_after_it_got_its_slots_gives_them_back(settings, 
     assert rows(settings)["stuck"].state is GrantState.RELEASED and stuck.key not in ex.running
     assert ex.cleanup_stuck_queued_tasks([behind.ti]) == [repr(behind.ti)]
     assert ex.pool.free_slots() == 4
+
+
+def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_shows_it_ended(
+        settings, monkeypatch):  # noqa: F811
+    import regionflow.executors.region_executor as region_executor
+
+    monkeypatch.setattr(region_executor, "GRANTED_CHECK_INTERVAL_S", 0.0)
+    monkeypatch.setattr(region_executor, "UNHEARD_END_GRACE_S", 0.0)  # the grace itself: test_admission_gate.py
+    ex = executor(monkeypatch)
+    settled = []
+    monkeypatch.setattr(ex.leftovers, "settle", settled.append)
+    lost, behind = workload(slots=4, task_id="lost"), workload(slots=4, task_id="behind")
+    queue(ex, lost, behind)
+    states = {str(lost.ti.id): (RUNNING, 1)}
+    monkeypatch.setattr(region_executor, "task_instance_states", lambda ids: {i: states[i] for i in ids if i in states})
+
+    ex._check_granted()  # running: its slots stay
+    assert [w.ti.task_id for w in ex.activity_queue] == ["lost"] and lost.key in ex.running
+
+    states[str(lost.ti.id)] = (TaskInstanceState.SUCCESS, 1)  # its worker died before reporting the end
+    ex._check_granted()
+    assert [w.ti.task_id for w in ex.activity_queue] == ["lost", "behind"]
+    assert rows(settings)["lost"].state is GrantState.RELEASED and lost.key not in ex.running
+    assert settled == [f"{lost.ti.id}:1"]  # its Spark work was stopped before the slots went back

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(600)
 
 EXPIRY_VARIABLE = "AIRFLOW__REGIONFLOW__BLOCKLIST_EXPIRY"
 EXPIRY_RULE = "[regionflow] blocklist_expiry = 0.0 must be greater than 0"
-SCHEDULER_TIMEOUT_S = 120
+SCHEDULER_TIMEOUT_S = 300  # the scheduler imports Airflow before it can refuse the config
 
 
 @pytest.mark.parametrize("variable, value, fragments", [
@@ -53,10 +53,7 @@ def airflow_home(tmp_path_factory):
     stack = EmbeddedAirflow(str(root / "home"), str(root / "dags"), executor=DEFAULT_EXECUTOR,
                             regionflow_options={"backend": "submit"})
     stack.write_config()
-    migrate = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=stack.child_env(),
-                             cwd=stack.home, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                             timeout=300, start_new_session=True)
-    assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
+    stack.migrate_database()  # once per session, a copy after (tests/conftest.py)
     return stack
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from regionflow.core.errors import SpecError
 from regionflow.core.resources import UNKNOWN, ResourceProfile
+from regionflow.scheduling.blocklist import EVERY_JOB
 from regionflow.scheduling.errors import SchedulingError, UnfulfillableBulk
 from regionflow.scheduling.hosts import Cluster, Host
 from regionflow.scheduling.pool import Bulk, SlotPool, SlotRef
@@ -229,6 +230,28 @@ def test_unblock_lifts_an_entry_at_once():
     pool.block("job", "h1", expiry_s=1000)
     assert pool.release("x") == []
     assert granted_ids(pool.unblock("job", "h1")) == ["b"]
+
+
+def test_an_entry_for_every_job_keeps_every_jobs_bulks_off_the_host_until_it_expires():
+    """A lost host (EVERY_JOB entry) is out for every job, also for jobs with entries of their own and
+    for jobs that arrive later, and comes back for all of them when the entry expires."""
+    pool, clock = make_pool("h1:2;h2:2", blocklist_expiry_s=30)
+    pool.block("own", "h2", expiry_s=100)  # a job-level entry, kept apart from the lost host
+    pool.block(EVERY_JOB, "h1")
+    assert pool.blocklist.is_blocked("anyone", "h1") and not pool.blocklist.is_blocked("anyone", "h2")
+    assert pool.blocklist.hosts_for("own") == {"h1": 30.0, "h2": 100.0}
+    (first,) = pool.submit(bulk("a", 2, job="j1"))
+    assert first.hosts == ("h2",)
+    assert pool.submit(bulk("b", 2, job="j2")) == []  # h2 is busy and h1 is out for j2 too
+    with pytest.raises(UnfulfillableBulk, match=r"blocklisted for job 'own' \(h1 for another 30 s, h2 for another"):
+        pool.submit(bulk("c", 1, job="own"))  # every host it could use is out
+    (second,) = pool.release("a")
+    assert (second.bulk_id, second.hosts) == ("b", ("h2",))
+    pool.submit(bulk("d", 2, job="j3"))
+    clock.now = 30.0
+    (third,) = pool.poll()  # the entry expired: h1 is back for every job
+    assert (third.bulk_id, third.hosts) == ("d", ("h1",))
+    assert not pool.blocklist.is_blocked("j3", "h1") and pool.blocklist.is_blocked("own", "h2")
 
 
 def test_a_blocked_heads_reservation_sits_off_its_blocklisted_hosts():

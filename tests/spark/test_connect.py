@@ -128,6 +128,34 @@ def test_a_second_start_finds_the_running_server(server):
     assert again.start(timeout=30).pid == server.status().pid
 
 
+def test_a_stopped_server_still_holds_its_port_but_no_longer_serves(server, capsys):
+    """A hung Connect server (here: SIGSTOP of its process group) keeps accepting connections in the
+    kernel; `serving` (an HTTP/2 handshake) tells it from a live one, `reachable` (TCP) does not."""
+    assert server.serving() and server.reachable()
+    spec = ["--hosts", f"{server.host.name}:slots=2", "--state-dir", server.state_dir, "--base-port", str(server.port)]
+    pid = server.status().pid
+    group = os.getpgid(pid)
+    os.killpg(group, signal.SIGSTOP)
+    try:
+        assert server.reachable()
+        assert not server.serving()
+        assert server.status().up  # what the start logic reads: a process on the port
+        assert cli(["session", "status", *spec]) == 1  # what an operator reads
+        printed = capsys.readouterr().out
+        assert f"{server.host.name}: silent at {server.url} (process {pid} holds the port but answers no " \
+               "HTTP/2 handshake (stopped or hung)" in printed, printed
+    finally:
+        os.killpg(group, signal.SIGCONT)
+    assert server.serving()
+    assert cli(["session", "status", *spec]) == 0
+    assert f"{server.host.name}: up at {server.url}" in capsys.readouterr().out
+    spark = session(server)
+    try:
+        assert spark.range(2).count() == 2
+    finally:
+        spark.stop()
+
+
 def test_a_server_stopped_for_being_idle_is_started_again_by_the_next_attempt(server, tmp_path):
     servers = SessionServers(Cluster.parse("h1:slots=2"), server.state_dir, base_port=server.port)
     servers.servers = {"h1": server}
@@ -286,3 +314,71 @@ def test_the_spark_work_of_a_killed_session_attempt_is_interrupted_by_its_attemp
         assert time.monotonic() - began < 30
     finally:
         spark.stop()
+
+
+def test_an_attempt_on_a_server_that_hangs_is_killed_as_host_lost_and_nothing_of_it_is_left(
+        server, tmp_path, monkeypatch):
+    """A Spark Connect client waits forever for a server that hangs (here: SIGSTOP of its process group
+    mid-query; the kernel keeps accepting for it). The attempt's `HostWatcher` finds the server silent
+    to the HTTP/2 handshake and kills the attempt; the kill cannot reach the server, so it cuts the
+    client's connection, and the attempt ends as killed with "host lost". Once the server runs again, the
+    stopper the executor uses for leftovers ends what is left of the attempt's session, and the server's
+    cores are free. The unit's program is replaced by one endless query (the workload is not under test;
+    the server, the client, the watch and the kill are real)."""
+    from regionflow.spark import session_backend
+    from regionflow.spark.orphans import SessionOrphans, attempt_session_id
+    from regionflow.spark.watch import HostWatcher
+
+    def endless(spark, plan, task) -> None:
+        spark.range(0, 10 ** 13, 1, 2).selectExpr("max(id % 7)").collect()  # hours: it only ends by a kill
+
+    monkeypatch.setattr(session_backend, "run_unit", endless)
+    attempt_id = "try1-hung"
+    task = UnitTask(job=ORDERS, mode="all-blocking", run_id="r1", data_dir=str(tmp_path),
+                    unit_key="u0", unit_name="v[0]", regions=[0], attempt_id=attempt_id, host=server.host.name)
+    session_id = attempt_session_id(attempt_id)
+    lines: list[str] = []
+    submission = session_backend.SessionSubmission(task, server.url, 2, on_line=lines.append)
+    ended: dict[str, object] = {}
+    runner = threading.Thread(target=lambda: ended.setdefault("result", submission.run()), daemon=True)
+    group = os.getpgid(server.status().pid)
+    with HostWatcher(None, submission, timeout=3.0, interval=0.5, server_url=server.url) as watcher:
+        runner.start()
+        # the query's tasks run on the server (a server stopped before it submitted the job would, once
+        # continued, start it after the cancel and keep it: Spark Connect checks for a cancel only then)
+        running = "missing tasks from ShuffleMapStage"
+        deadline = time.monotonic() + 300
+        while not any(running in line and session_id in line for line in server_log_lines(server)):
+            assert time.monotonic() < deadline and runner.is_alive(), lines
+            time.sleep(0.5)
+        os.killpg(group, signal.SIGSTOP)
+        try:
+            runner.join(timeout=120)
+            assert not runner.is_alive(), "the attempt still waits for the hung server"
+        finally:
+            os.killpg(group, signal.SIGCONT)
+    result = ended["result"]
+    assert result.killed and not result.ok, result
+    assert watcher.lost is not None and watcher.lost.startswith(
+        f"host lost: its Spark Connect server at {server.url} did not answer for 3 s"), watcher.lost
+    # the server runs again: what is left of the attempt's session ends, and its cores are free
+    servers = SessionServers(Cluster((server.host,)), str(tmp_path), base_port=server.port)
+    left = SessionOrphans(servers).stop(attempt_id, server.host.name)
+    assert left in ("its Spark Connect session had already ended",
+                    f"1 Spark Connect operation(s) of its session interrupted on host {server.host.name}",
+                    f"0 Spark Connect operation(s) of its session interrupted on host {server.host.name}"), left
+    assert SessionOrphans(servers).stop(attempt_id, server.host.name) == "its Spark Connect session had already ended"
+    counted: list[int] = []
+    spark = session(server)
+    try:  # the endless query held both cores: a new job runs only if it is gone
+        counter = threading.Thread(target=lambda: counted.append(spark.range(100).count()), daemon=True)
+        counter.start()
+        counter.join(timeout=120)
+        assert counted == [100], "the hung attempt's query still holds the server's cores"
+    finally:
+        spark.stop()
+
+
+def server_log_lines(server: ConnectServer) -> list[str]:
+    with open(server.log_path, encoding="utf-8", errors="replace") as log:
+        return log.readlines()

@@ -1,5 +1,5 @@
 """Tests of regionflow.spark.standalone: a real master + worker on 127.0.0.1 and real submissions to
-it through RegionSubmission, one of them losing its host mid-job (MasterWatcher)."""
+it through RegionSubmission, one of them losing its host mid-job (HostWatcher)."""
 from __future__ import annotations
 
 import json
@@ -26,11 +26,12 @@ from regionflow.processes import (
     wait_until,
 )
 from regionflow.scheduling.hosts import Cluster
+from regionflow.spark.reachability import any_answers
 from regionflow.spark.runner import LocalRunner, RunOptions
 from regionflow.spark.standalone import StandaloneCluster, StandaloneClusterError, listening_sockets
 from regionflow.spark.submit import RegionSubmission
 from regionflow.spark.submit_args import build_submit_kwargs
-from regionflow.spark.watch import MasterWatcher, any_master_answers, explain, standalone_masters
+from regionflow.spark.watch import HostWatcher, explain, standalone_masters
 
 # Two 512 MiB executors fit one of the fixture's 1 GiB workers.
 HALF_GIB_SLOT = ResourceProfile.of(cpu=1, heap_mib=512)
@@ -105,7 +106,7 @@ def test_a_cluster_that_does_not_come_up_in_time_is_stopped_with_an_error(tmp_pa
 
 @pytest.mark.timeout(300)
 def test_an_attempt_whose_standalone_host_is_lost_is_killed_with_the_reason(tiny_app, tmp_path):
-    """Spark's driver waits forever for a lost master and worker; the MasterWatcher ends the attempt."""
+    """Spark's driver waits forever for a lost master and worker; the HostWatcher ends the attempt."""
     out, release = tmp_path / "out.json", tmp_path / "release"
     cluster = StandaloneCluster(workers=1, cores_per_worker=2, memory_per_worker="1g",
                                 work_dir=str(tmp_path / "cluster")).start()
@@ -123,7 +124,7 @@ def test_an_attempt_whose_standalone_host_is_lost_is_killed_with_the_reason(tiny
                                      master=master_url, slots=2, slot_profile=HALF_GIB_SLOT,
                                      job_conf=None, py_files=[], name="host loss test")
         submission = RegionSubmission(tiny_app, kwargs, on_line=lose_the_host_after_the_first_job)
-        with MasterWatcher(submission.master, submission, timeout=5, interval=0.5) as watcher:
+        with HostWatcher(submission.master, submission, timeout=5, interval=0.5) as watcher:
             result = submission.run()
     finally:
         cluster.stop()
@@ -141,8 +142,8 @@ def test_only_standalone_masters_are_watched():
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
-        assert any_master_answers([("127.0.0.1", port)])
-    assert not any_master_answers([("127.0.0.1", port)])
+        assert any_answers([("127.0.0.1", port)])
+    assert not any_answers([("127.0.0.1", port)])
 
 
 @pytest.mark.timeout(420)

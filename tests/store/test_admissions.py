@@ -79,12 +79,24 @@ def test_a_briefly_locked_database_is_waited_out(locked):
     assert 0.3 < time.monotonic() - started < 5
 
 
-def test_a_database_locked_for_good_fails_in_bounded_time_with_the_cause(locked):
+def test_a_database_locked_for_good_fails_in_bounded_time_with_the_cause(locked, monkeypatch):
+    from regionflow.store import engine
+
     store, _ = locked
+    slept: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(engine.time, "sleep", sleep)
     started = time.monotonic()
     with pytest.raises(StoreError, match="locked") as raised:
         store.admit("ti", 1, **FIELDS)
-    assert time.monotonic() - started < 10
+    # bounded by counting, not by the wall clock of a possibly slow machine: a few tries, ~3 s of back-off
+    assert len(slept) == engine.LOCKED_RETRIES - 1 and sum(slept) < 3.5
+    assert time.monotonic() - started < 120  # and it does not hang
     assert is_locked_error(raised.value)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from regionflow.core.errors import RegionflowError
+from regionflow.scheduling.blocklist import EVERY_JOB
 from regionflow.store import (
     GRANT_TRANSITIONS,
     SCHEMA_VERSION,
@@ -30,6 +31,7 @@ from regionflow.store import (
     default_url,
     job_id_for,
     mask_url,
+    try_of,
 )
 
 PROCESS_TIMEOUT_S = 60
@@ -483,6 +485,31 @@ def test_active_blocks_and_purge_expired(store):
     assert [(b.job_id, b.host) for b in store.active_blocks(0.0)] == [("job-1", "h2")]
     assert store.purge_expired(200.0) == 0
     assert store.unblock("job-1", "h2") and not store.unblock("job-1", "h2")
+
+
+def test_a_jobs_active_blocks_include_the_entries_for_every_job(store):
+    store.block("job-1", "h1", 100.0, "slow attempt")
+    store.block(EVERY_JOB, "h2", 200.0, "host lost: server down")
+    store.block("job-2", "h3", 300.0, "slow attempt")
+    assert [(b.job_id, b.host) for b in store.active_blocks(0.0, job_id="job-1")] == [("job-1", "h1"), ("*", "h2")]
+    assert [(b.job_id, b.host) for b in store.active_blocks(0.0, job_id="job-3")] == [("*", "h2")]
+    assert [b.host for b in store.active_blocks(250.0, job_id="job-1")] == []
+
+
+def test_a_bulk_id_gives_back_its_task_instance_and_try():
+    assert try_of(bulk_id_for("0198-ab", 3)) == ("0198-ab", 3) == try_of(bulk_id_for("0198-ab", 3, admission=2))
+    for bad in ("ti:first", "no-colon", ":3"):
+        with pytest.raises(ValueError, match="not a task instance bulk id"):
+            try_of(bad)
+
+
+def test_an_unblock_for_one_expiry_leaves_an_entry_extended_meanwhile(store):
+    store.block(EVERY_JOB, "h1", 100.0, "host lost: server down")
+    store.block(EVERY_JOB, "h1", 160.0, "host lost: server down again")  # a second loss extends it
+    assert not store.unblock(EVERY_JOB, "h1", expires_at=100.0)
+    assert [(b.host, b.expires_at) for b in store.active_blocks(0.0)] == [("h1", 160.0)]
+    assert store.unblock(EVERY_JOB, "h1", expires_at=160.0)
+    assert store.active_blocks(0.0) == []
 
 
 def test_active_blocks_default_to_the_store_clock(store, clock):

@@ -26,7 +26,7 @@ from ..contract import NoSlots, RegionSlots, TaskContract, shard_bulk_label
 from ..core.resources import UNKNOWN
 from ..scheduling.errors import UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
-from ..store import GrantRecord, GrantState, RegionflowStore, bulk_id_for
+from ..store import GrantRecord, GrantState, RegionflowStore, bulk_id_for, try_of
 from .guard import guarded
 from .shared_pool import Decided, SharedPool
 
@@ -118,6 +118,7 @@ class AdmissionGate:
         self.runs: dict[Hashable, int] = {}  # try key -> runs handed to the workers, end not yet read
         self._requeue: list[Held] = []  # held tries whose place another scheduler released
         self._unrecorded: dict[str, str | None] = {}  # bulk id -> message of a release the store missed
+        self._unheard: dict[Hashable, float] = {}  # granted try key -> when Airflow's database first said it ended
 
     # ---- in ---------------------------------------------------------------------------------------
 
@@ -263,8 +264,45 @@ class AdmissionGate:
             state, try_number = states.get(held.attempt.ti_id, (None, None))
             if try_number == held.attempt.try_number and state in still_queued:
                 continue
-            now_is = "deleted" if try_number is None else f"{state or 'cleared'} (try {try_number})"
+            now_is = _now_is(state, try_number)
             self.withdraw(bulk_id, f"withdrawn from the slot queue: the task instance is {now_is} now")
+
+    def unheard_ends(self, states: Mapping[str, tuple[Any, int | None]], live_states: frozenset[Any], now: float,
+                     grace_s: float) -> list[tuple[Hashable, str]]:
+        """Granted tries whose end never reached the executor, with what Airflow's database says of them.
+
+        `states` maps task instance ids to their (state, try number) in Airflow's database (absent:
+        deleted). A granted try has ended there when its task instance is gone, is at another try, or is
+        in none of `live_states` (queued, running). Normally the worker's report of that end comes within
+        a sync or two; a try that has looked ended for `grace_s` seconds (`now` is monotonic) without it
+        is returned, to be ended with `end_unheard`. LocalExecutor loses the report of a worker process
+        that dies, and the try's slots would otherwise stay taken for good."""
+        found = []
+        for key, bulk_id in self.granted.items():
+            ti_id, try_number = try_of(bulk_id)
+            state, now_try = states.get(ti_id, (None, None))
+            if now_try == try_number and state in live_states:
+                self._unheard.pop(key, None)
+                continue
+            if now - self._unheard.setdefault(key, now) >= grace_s:
+                found.append((key, _now_is(state, now_try)))
+        for key in [key for key in self._unheard if key not in self.granted]:
+            del self._unheard[key]
+        return found
+
+    def granted_ti_ids(self) -> list[str]:
+        """The task instance ids of the granted tries (what `unheard_ends` needs the states of)."""
+        return [try_of(bulk_id)[0] for bulk_id in self.granted.values()]
+
+    def end_unheard(self, key: Hashable, now_is: str) -> None:
+        """End a granted try found by `unheard_ends`: its runs are forgotten and its slots go back."""
+        self._unheard.pop(key, None)
+        self.runs.pop(key, None)
+        bulk_id = self.granted.pop(key, None)
+        if bulk_id is not None:
+            self.log.warning("RegionExecutor: %s is %s in Airflow's database, but no worker reported its end; "
+                             "its slots are released", key, now_is)
+            self._free(bulk_id, f"released: the task instance is {now_is} and no worker reported the end")
 
     def fail(self, workload: Any, key: Hashable, message: str) -> None:
         """Fail a try with `message`, freeing any slots it waits for or holds."""
@@ -350,6 +388,11 @@ class AdmissionGate:
             self._unrecorded[bulk_id] = message
             self.shared.invalidate()  # the pool lets the slots go, the store does not (yet)
             raise
+
+
+def _now_is(state: Any, try_number: int | None) -> str:
+    """What Airflow's database says a task instance is now, for messages: deleted, or state and try."""
+    return "deleted" if try_number is None else f"{state or 'cleared'} (try {try_number})"
 
 
 def _now() -> str:

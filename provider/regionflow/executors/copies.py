@@ -288,7 +288,7 @@ class CopyRunner:
             self.log.warning("RegionExecutor: copy request %d: %s", request_id, error)
 
     def _unblock(self, job: str) -> None:
-        for host in list(self.pool.blocklist.hosts_for(job)):
+        for host in list(self.pool.blocklist.own_hosts(job)):  # the copy's exclusions, not a lost host
             self.store.unblock(job, host)
             self._start(self.pool.unblock(job, host))
 

@@ -27,6 +27,8 @@ FINISHED_STATES = frozenset({TaskInstanceState.SUCCESS, TaskInstanceState.FAILED
 # A waiting task instance in one of these states (same try) still wants its slots: SCHEDULED is the
 # moment between Airflow re-queueing a try and the executor receiving it again.
 STILL_QUEUED = frozenset({TaskInstanceState.QUEUED, TaskInstanceState.SCHEDULED})
+# A granted try whose task instance (same try) is in none of these has ended, reported or not.
+STILL_LIVE = frozenset({TaskInstanceState.QUEUED, TaskInstanceState.RUNNING, TaskInstanceState.RESTARTING})
 
 class RegionflowConfigError(AirflowConfigException, RegionflowError):
     """``[regionflow]`` has a bad option, so the RegionExecutor cannot start. An AirflowConfigException,
@@ -74,5 +76,5 @@ def task_instance_finished(ti_id: str) -> bool:
     return found is None or found[0] in FINISHED_STATES
 
 
-__all__ = ["FINISHED_STATES", "STILL_QUEUED", "append_task_log", "task_instance_finished",
+__all__ = ["FINISHED_STATES", "STILL_LIVE", "STILL_QUEUED", "append_task_log", "task_instance_finished",
            "task_instance_states"]

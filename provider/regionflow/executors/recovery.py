@@ -24,10 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..processes import start_ticks
-from ..scheduling.pool import SlotPool
+from ..scheduling.pool import Grant, SlotPool
 from ..store import COPY_PREFIX, RegionflowStore, StoreError, TakeOver, is_stopped
 from ..store.coordination import STOPPED_AFTER_S
 from .copies import CopyRunner
+from .guard import Every
 
 ADOPTED_CHECK_INTERVAL_S = 5.0
 HEARTBEAT_INTERVAL_S = 5.0
@@ -53,7 +54,7 @@ class GrantRecovery:
         self.scheduler_id = scheduler_id or new_scheduler_id()
         self.stopped_after_s, self.clock = stopped_after_s, clock
         self.adopted: dict[str, str] = {}  # bulk id -> task instance id, granted by a stopped scheduler
-        self._checked = 0.0
+        self._adopted_check = Every(ADOPTED_CHECK_INTERVAL_S)
         self._beat = 0.0
 
     def start(self, airflow_job_id: int | None = None) -> None:
@@ -101,10 +102,8 @@ class GrantRecovery:
 
     def release_ended(self, release: Callable[[str], None]) -> None:
         """Every few seconds: `release` the adopted grants whose task instances have ended."""
-        now = time.monotonic()
-        if not self.adopted or now - self._checked < ADOPTED_CHECK_INTERVAL_S:
+        if not self.adopted or not self._adopted_check.due():
             return
-        self._checked = now
         for bulk_id, ti_id in list(self.adopted.items()):
             if self.finished(ti_id):
                 del self.adopted[bulk_id]
@@ -129,10 +128,13 @@ class GrantRecovery:
 
 
 class BlocklistMirror:
-    """Copies the store's live (job, host) blocklist entries into the pool, each once per expiry."""
+    """Copies the store's live (job, host) blocklist entries into the pool, each once per expiry, and
+    lifts from the pool an entry the store lifted before it expired (a lost host that answers again,
+    `LostHostWatch`); the grants that makes possible go to `start`."""
 
-    def __init__(self, store: RegionflowStore, pool: SlotPool, log: Any) -> None:
-        self.store, self.pool, self.log = store, pool, log
+    def __init__(self, store: RegionflowStore, pool: SlotPool, log: Any,
+                 start: Callable[[list[Grant]], None]) -> None:
+        self.store, self.pool, self.log, self.start = store, pool, log, start
         self._mirrored: dict[tuple[str, str], float] = {}  # (job, host) -> store expiry mirrored
 
     def mirror(self) -> None:
@@ -141,9 +143,11 @@ class BlocklistMirror:
         except StoreError as error:
             self.log.warning("RegionExecutor: cannot read the blocklist: %s", error)
             return
-        now = time.time()
+        now = time.time()  # not before the store's read: an entry it left out as expired is expired here too
+        live = set()
         for entry in entries:
             key = (entry.job_id, entry.host)
+            live.add(key)
             if self._mirrored.get(key, 0.0) >= entry.expires_at:
                 continue
             self._mirrored[key] = entry.expires_at
@@ -153,6 +157,10 @@ class BlocklistMirror:
         for key, expires_at in list(self._mirrored.items()):
             if expires_at <= now:
                 del self._mirrored[key]
+            elif key not in live:
+                del self._mirrored[key]
+                self.log.info("RegionExecutor: blocklist entry of host %s for %s lifted", key[1], key[0])
+                self.start(self.pool.unblock(*key))
 
 
 __all__ = ["ADOPTED_CHECK_INTERVAL_S", "BlocklistMirror", "GrantRecovery", "new_scheduler_id"]

@@ -17,7 +17,9 @@ granted twice. Task logs are read from local files; the worker log server (0.0.0
 Speculative copies (see `regionflow.sensors.speculation`) run in `copies.CopyRunner`: the sensor writes
 a copy request into the store, `sync()` has the runner take pending requests as bulks ``copy:<id>`` in
 the same FIFO pool, and a granted copy runs in a thread as an `Attempt`. The store's blocklist entries
-are mirrored into the pool every sync (the slow host is blocked for the whole DAG run). Sensor tasks
+are mirrored into the pool every sync (the slow host is blocked for the whole DAG run), and so are the
+entries of lost hosts, for every run, which `lost_hosts.LostHostWatch` probes: lifted when the host answers
+again, extended while it is silent. Sensor tasks
 ask for no slot (`regionflow.contract.NoSlots` in their ``executor_config``) and go straight to the
 workers.
 """
@@ -38,14 +40,16 @@ from ..core.errors import RegionflowError
 from ..scheduling.pool import Grant, SlotPool
 from ..scheduling.requirements import describe_counts
 from ..spark.backends import configured_servers, configured_stopper
+from ..spark.health import SparkHostProbe
 from ..spark.idle import IdleServerReaper
 from ..store import GrantState, RegionflowStore
 from ..store.coordination import STOPPED_AFTER_S
 from .admission import AdmissionGate, Try
 from .copies import CopyRunner
-from .guard import guarded
+from .guard import Every, guarded
 from .guest import (
     FINISHED_STATES,
+    STILL_LIVE,
     STILL_QUEUED,
     RegionflowConfigError,
     append_task_log,
@@ -53,11 +57,14 @@ from .guest import (
     task_instance_states,
 )
 from .leftovers import Leftovers
+from .lost_hosts import LostHostWatch
 from .metrics import PoolMetrics
 from .recovery import BlocklistMirror, GrantRecovery
 
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] slot_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
+GRANTED_CHECK_INTERVAL_S = 10.0  # how often granted task instances are checked against Airflow's database
+UNHEARD_END_GRACE_S = 120.0  # a try ended in Airflow's database this long without a worker's report: released
 
 
 class RegionExecutor(LocalExecutor):
@@ -71,19 +78,21 @@ class RegionExecutor(LocalExecutor):
         self.store = RegionflowStore.from_config(self.rf_config.store_url)
         self.metrics = PoolMetrics()
         self._noticed_jobs: dict[str, str] = {}  # run (job id) -> what it waited for when last told
-        self._held_checked = 0.0
+        self._held_check = Every(HELD_CHECK_INTERVAL_S)
+        self._granted_check = Every(GRANTED_CHECK_INTERVAL_S)
         self.leftovers = Leftovers(self.store, configured_stopper(self.rf_config), self.log)
         self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
                                  release=self._release, leftovers=self.leftovers)  # speculative copies
         self.recovery = GrantRecovery(self.store, self.copies, self.log, task_instance_finished,
                                       stopped_after_s=_stopped_after_s())
         self.copies.owner = self.recovery.scheduler_id
-        self.blocklist = BlocklistMirror(self.store, self.pool, self.log)
+        self.blocklist = BlocklistMirror(self.store, self.pool, self.log, start=self._start)
+        self.lost_hosts = _lost_host_watch(self.rf_config, self.store, self.log)  # probes hosts lost for every run
         self.gate = AdmissionGate(self.pool, self.store, _AirflowWorkers(self), copies=self.copies,
                                   recovery=self.recovery, metrics=self.metrics, log=self.log,
                                   owner=self.recovery.scheduler_id)
         self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
-        self._idle_checked = 0.0
+        self._idle_check = Every(IDLE_CHECK_INTERVAL_S)
 
     # ---- lifecycle ------------------------------------------------------------------------------
     # Every entry point the scheduler calls is guarded: an executor is a guest in the scheduler's
@@ -94,11 +103,15 @@ class RegionExecutor(LocalExecutor):
         guarded(self.log, "joining the shared slot pool", self.recovery.start, _job_id(self.job_id))
         guarded(self.log, "reading the shared slot pool", self.gate.refresh)
         guarded(self.log, "checking Airflow's limits", self._warn_about_airflow_limits)
+        if self.lost_hosts is not None:
+            guarded(self.log, "probing lost hosts", self.lost_hosts.start)
         self.log.info("RegionExecutor: %s", self.rf_config.cluster.describe_capacity())
 
     def end(self) -> None:
         guarded(self.log, "leaving waiting task instances queued", self.gate.leave_waiting)
         guarded(self.log, "leaving the shared slot pool", self.recovery.end)
+        if self.lost_hosts is not None:
+            guarded(self.log, "stopping the lost-host probes", self.lost_hosts.stop)
         guarded(self.log, "ending LocalExecutor's workers", super().end)
 
     def terminate(self) -> None:
@@ -227,15 +240,14 @@ class RegionExecutor(LocalExecutor):
                             lambda: self.recovery.tick(self._release_adopted)),
                            ("reading the shared slot pool", self.gate.refresh),
                            ("checking waiting task instances", self._check_held),
+                           ("checking granted task instances", self._check_granted),
                            ("stopping idle Spark Connect servers", self._stop_idle_servers),
                            ("reporting the pool's metrics", lambda: self.metrics.gauges(self.pool))):
             guarded(self.log, what, step)
 
     def _stop_idle_servers(self) -> None:
-        now = time.monotonic()
-        if self.idle_reaper is None or now - self._idle_checked < IDLE_CHECK_INTERVAL_S:
+        if self.idle_reaper is None or not self._idle_check.due():
             return
-        self._idle_checked = now
         for host in self.idle_reaper.tick(self.pool.busy_hosts()):
             self.log.info("RegionExecutor: host %s idle for %.0f s: its Spark Connect server is stopped "
                           "(slot_idle_timeout); the next region on it starts it again", host,
@@ -248,12 +260,23 @@ class RegionExecutor(LocalExecutor):
         """Withdraw waiting workloads whose task instance changed outside the executor: marked success
         or failed in the UI, cleared (a new try), deleted. Airflow's own metadata says so; LocalExecutor
         would have started them and had the execution API refuse them, we just stop waiting."""
-        now = time.monotonic()
-        if not self.gate.held or now - self._held_checked < HELD_CHECK_INTERVAL_S:
+        if not self.gate.held or not self._held_check.due():
             return
-        self._held_checked = now
         states = task_instance_states([held.attempt.ti_id for held in self.gate.held.values()])
         self.gate.withdraw_changed(states, STILL_QUEUED)
+
+    def _check_granted(self) -> None:
+        """Release the slots of tries that ended in Airflow's database but whose end no worker reported
+        (`AdmissionGate.unheard_ends`: LocalExecutor loses the report of a worker process that dies),
+        after stopping the Spark work they left running, as for any ended try."""
+        now = time.monotonic()
+        if not self.gate.granted or not self._granted_check.due(now):
+            return
+        states = task_instance_states(self.gate.granted_ti_ids())
+        for key, now_is in self.gate.unheard_ends(states, STILL_LIVE, now, UNHEARD_END_GRACE_S):
+            guarded(self.log, f"settling what {key} left running", self.leftovers.settle, self.gate.granted[key])
+            self.running.discard(key)
+            self.gate.end_unheard(key, now_is)
 
     def _notice_starving_jobs(self) -> None:
         """FLIP-138's not-enough-resources notice for a DAG run that waits past ``resource_wait_timeout``:
@@ -339,6 +362,15 @@ def _read_config(log: Any) -> RegionflowConfig:
         message = f"RegionExecutor cannot start: {error}"
         log.error("%s", message)
         raise RegionflowConfigError(message) from None
+
+
+def _lost_host_watch(config: RegionflowConfig, store: RegionflowStore, log: Any) -> LostHostWatch | None:
+    """The probes of hosts lost for every run; None when ``lost_host_probe_interval`` is 0 or no
+    host-lost entry is ever written (`RegionflowConfig.blocks_lost_hosts`)."""
+    if config.lost_host_probe_interval <= 0 or not config.blocks_lost_hosts:
+        return None
+    return LostHostWatch(store, SparkHostProbe.of(config), config.blocklist_expiry, log,
+                         interval_s=config.lost_host_probe_interval)
 
 
 def _idle_reaper(config: RegionflowConfig) -> IdleServerReaper | None:

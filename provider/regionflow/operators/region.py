@@ -27,6 +27,7 @@ from ..core.errors import RegionflowError
 from ..core.graph import JobGraph, load_dag_file_job
 from ..core.plan import Plan
 from ..localfiles import write_json_atomically
+from ..scheduling.blocklist import EVERY_JOB
 from ..scheduling.hosts import Host
 from ..spark.attempt import Attempt
 from ..spark.backends import configured_backend
@@ -112,7 +113,7 @@ class RegionOperator(BaseOperator):
         outcome = self._attempt.run()
         if outcome.host_lost:
             self.log.error("unit %s on host %s: %s", task.unit_name, host.name, outcome.host_lost)
-            self._block_lost_host(store, config, dag.dag_id, run_id, host.name, outcome.host_lost)
+            self._block_lost_host(store, config, host.name, outcome.host_lost)
         if not outcome.unit_done:
             settlement = self._wait_for_copies(store, prepared, dag.dag_id, run_id, ti, outcome.settlement)
         else:
@@ -153,16 +154,17 @@ class RegionOperator(BaseOperator):
                 announced = True
             time.sleep(self.watch_interval)
 
-    def _block_lost_host(self, store: RegionflowStore, config: RegionflowConfig, dag_id: str, run_id: str,
-                         host: str, why: str) -> None:
-        """Keep the run's next regions and this task's retry off a lost host for ``blocklist_expiry``
-        seconds (the executor mirrors the store's blocklist into its slot pool). Not on a one-host
-        cluster: there the entry could only make the retry fail at once (the pool rejects a bulk
-        whose every host is blocklisted), while the host may be back by then."""
-        if config.blocklist_expiry <= 0 or len(config.cluster) < 2:
+    def _block_lost_host(self, store: RegionflowStore, config: RegionflowConfig, host: str, why: str) -> None:
+        """Keep every DAG run's next regions, this task's retry among them, off a lost host for
+        ``blocklist_expiry`` seconds: an entry for `EVERY_JOB`, which the executor mirrors from the store
+        into its slot pool (a host whose server is down fails whichever run is sent there, not only this
+        one), and probes until the host answers again (`executors.lost_hosts`). Not when
+        `RegionflowConfig.blocks_lost_hosts` says no (one host, or no blocklist)."""
+        if not config.blocks_lost_hosts:
             return
         try:
-            store.block(job_id_for(dag_id, run_id), host, time.time() + config.blocklist_expiry, reason=why[:500])
+            store.block(EVERY_JOB, host, time.time() + config.blocklist_expiry, reason=f"host lost: {why}"[:500])
+            self.log.info("host %s blocklisted for every DAG run for %g s", host, config.blocklist_expiry)
         except Exception as error:  # noqa: BLE001 - the task fails with the host loss either way
             self.log.warning("could not blocklist lost host %s: %s", host, error)
 

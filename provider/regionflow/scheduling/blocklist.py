@@ -10,6 +10,11 @@ simulator drive it virtually. Expired entries disappear on their own: queries ig
 once, and `purge` drops them from a min-heap of expiries, so keeping the list tidy costs
 amortised O(log n) per entry ever added and O(1) when nothing has expired. Running work is not
 affected by an entry; only the slot pool's next placements are.
+
+An entry whose job is `EVERY_JOB` (``"*"``) blocks the host for every job: a host that was lost (the
+server its attempts need stopped answering) is kept out of every DAG run's next grants, as Flink's
+resource manager drops a lost TaskManager's slots for every job, not only for the job whose task saw
+the loss. It expires like any entry; whoever probes lost hosts lifts it early or extends it.
 """
 from __future__ import annotations
 
@@ -22,8 +27,14 @@ from dataclasses import dataclass
 from ..core.errors import SpecError
 
 DEFAULT_EXPIRY_S = 60.0
+EVERY_JOB = "*"  # the job of an entry that blocks its host for every job
 
 Clock = Callable[[], float]
+
+
+def applies_to(entry_job_id: str, job_id: str) -> bool:
+    """Whether an entry of `entry_job_id` blocks its host for `job_id` (its own, or one for every job)."""
+    return entry_job_id == job_id or entry_job_id == EVERY_JOB
 
 
 @dataclass(frozen=True)
@@ -66,18 +77,27 @@ class Blocklist:
 
     def remove(self, job_id: str, host: str) -> bool:
         """Lift an entry before it expires; True when there was a live one."""
-        live = self.is_blocked(job_id, host)
+        live = self._live((job_id, host), self._clock())
         self._forget(job_id, host)
         return live
 
     def is_blocked(self, job_id: str, host: str) -> bool:
-        expires_at = self._expiry.get((job_id, host))
-        return expires_at is not None and expires_at > self._clock()
+        """True when `host` is blocked for `job_id`, by an entry of the job or of `EVERY_JOB`."""
+        now = self._clock()
+        return self._live((job_id, host), now) or self._live((EVERY_JOB, host), now)
 
-    def hosts_for(self, job_id: str) -> dict[str, float]:
-        """Live blocked hosts of a job, mapped to their expiry times."""
+    def own_hosts(self, job_id: str) -> dict[str, float]:
+        """Hosts blocked by the job's own live entries (not those of `EVERY_JOB`), mapped to their expiry."""
         now = self._clock()
         return {host: at for host, at in self._hosts_by_job.get(job_id, {}).items() if at > now}
+
+    def hosts_for(self, job_id: str) -> dict[str, float]:
+        """Live blocked hosts of a job (its own entries and those of `EVERY_JOB`), mapped to the time
+        each stops being blocked."""
+        hosts = self.own_hosts(EVERY_JOB)
+        for host, at in self.own_hosts(job_id).items():
+            hosts[host] = max(at, hosts.get(host, at))
+        return hosts
 
     def entries(self) -> list[BlockEntry]:
         """Live entries, soonest expiry first."""
@@ -114,6 +134,10 @@ class Blocklist:
     def __iter__(self) -> Iterator[BlockEntry]:
         return iter(self.entries())
 
+    def _live(self, key: tuple[str, str], now: float) -> bool:
+        expires_at = self._expiry.get(key)
+        return expires_at is not None and expires_at > now
+
     def _forget(self, job_id: str, host: str) -> None:
         self._expiry.pop((job_id, host), None)
         hosts = self._hosts_by_job.get(job_id)
@@ -129,4 +153,4 @@ def _validated_expiry(expiry_s: float) -> float:
     return float(expiry_s)
 
 
-__all__ = ["BlockEntry", "Blocklist", "DEFAULT_EXPIRY_S", "Clock"]
+__all__ = ["BlockEntry", "Blocklist", "DEFAULT_EXPIRY_S", "EVERY_JOB", "Clock", "applies_to"]

@@ -1,9 +1,9 @@
 """The FIFO bulk slot pool: gives each region all of its slots at once, oldest region first.
 
 A *bulk* is all slot requests of one region (FLIP-119). The pool grants a bulk whole or not at
-all, on hosts of the cluster, never on a host blocklisted for the bulk's job, and keeps the
-declared requirements of every job (FLIP-138) current. It is event driven: every call returns
-the grants it made, in the order it made them, and the caller starts those regions.
+all, on hosts of the cluster, never on a host blocklisted for the bulk's job or for every job, and
+keeps the declared requirements of every job (FLIP-138) current. It is event driven: every call
+returns the grants it made, in the order it made them, and the caller starts those regions.
 
 `SlotPool` is the facade; as in Flink's slot pool, each responsibility has its own module:
 
@@ -191,7 +191,8 @@ class SlotPool:
         return HostLoss(name, [held.grant for held in lost], rejected, granted)
 
     def block(self, job_id: str, host: str, expiry_s: float | None = None) -> BlockEntry:
-        """Place no new slot of `job_id` on `host` for `expiry_s` seconds (default: the pool's)."""
+        """Place no new slot of `job_id` on `host` for `expiry_s` seconds (default: the pool's);
+        `job_id` `EVERY_JOB` (``"*"``) blocks the host for every job (a lost host)."""
         self._expire_blocklist()
         entry = self._blocklist.add(job_id, host, expiry_s)
         self._masks.refresh(job_id)

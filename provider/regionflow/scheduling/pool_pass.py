@@ -199,8 +199,9 @@ class Passes:
         spends them per class and only then picks hosts (`place_plan`).
         """
         state.last_sequence = waiting.sequence
-        masks = self.masks.masks
-        blocked = masks.get(waiting.job_id, 0) if masks else 0
+        block_masks = self.masks
+        masks = block_masks.masks
+        blocked = (masks.get(waiting.job_id, 0) if masks else 0) | block_masks.every
         demand = waiting.demand
         budget = state.budget
         if not blocked and demand.single:

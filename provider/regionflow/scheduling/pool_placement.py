@@ -12,9 +12,9 @@ mask (`BlockMasks`), and host choices are bit operations, O(hosts / 64) machine 
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from .blocklist import Blocklist
+from .blocklist import EVERY_JOB, Blocklist
 from .capacity import Demand, Placement, SlotTable, assign_one, iter_bits
 
 
@@ -76,36 +76,45 @@ def free_by_class(table: SlotTable, hosts: int) -> dict[int, int]:
 
 
 class BlockMasks:
-    """Per job, the bitmask of live hosts its blocklist entries exclude (jobs without any left out)."""
+    """Per job, the bitmask of live hosts its own blocklist entries exclude (jobs without any left out),
+    and `every`: the hosts blocked for every job (`EVERY_JOB` entries). A job's blocked hosts are its
+    mask OR `every` (`of`), so an entry for every job changes one mask, not one per job."""
 
-    __slots__ = ("table", "blocklist", "masks")
+    __slots__ = ("table", "blocklist", "masks", "every")
 
     def __init__(self, table: SlotTable, blocklist: Blocklist) -> None:
         self.table = table
         self.blocklist = blocklist
         self.masks: dict[str, int] = {}
+        self.every = 0
 
     def of(self, job_id: str) -> int:
         """The job's blocklisted hosts as a bitmask (0: none)."""
-        return self.masks.get(job_id, 0) if self.masks else 0
+        return (self.masks.get(job_id, 0) if self.masks else 0) | self.every
 
     def refresh(self, job_id: str) -> None:
-        """Re-read one job's entries (one was added, lifted or expired)."""
-        index_of = self.table.index_of
-        mask = 0
-        for host in self.blocklist.hosts_for(job_id):
-            index = index_of.get(host)
-            if index is not None:
-                mask |= 1 << index
-        if mask:
+        """Re-read one job's entries (one was added, lifted or expired); `EVERY_JOB` re-reads `every`."""
+        mask = self._mask(self.blocklist.own_hosts(job_id))
+        if job_id == EVERY_JOB:
+            self.every = mask
+        elif mask:
             self.masks[job_id] = mask
         else:
             self.masks.pop(job_id, None)
 
     def refresh_all(self) -> None:
         """Re-read every job's entries (a host joined or left)."""
-        for job_id in {entry.job_id for entry in self.blocklist.entries()} | set(self.masks):
+        for job_id in {entry.job_id for entry in self.blocklist.entries()} | set(self.masks) | {EVERY_JOB}:
             self.refresh(job_id)
+
+    def _mask(self, hosts: Iterable[str]) -> int:
+        index_of = self.table.index_of
+        mask = 0
+        for host in hosts:
+            index = index_of.get(host)
+            if index is not None:
+                mask |= 1 << index
+        return mask
 
 
 __all__ = ["BlockMasks", "choose_slots", "free_by_class", "place_plan", "split_among_items"]

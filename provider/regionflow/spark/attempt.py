@@ -9,11 +9,12 @@ decides from the committed manifest, the one source of truth (another attempt's 
 LOST_COMMIT, whatever this one's own exit).
 
 A `Backend` turns (unit task, host, slots) into an `Execution` (``run() -> SubmissionResult`` in
-the calling thread, ``kill()`` from any thread, ``master`` for the host watch); its two
-implementations are in `backends`: ``submit`` (a spark-submit per attempt) and ``session`` (a client
-session on the host's long-lived Spark Connect server). Every attempt runs under a `CommitWatcher`
-(another attempt's commit kills it) and a `MasterWatcher` (a silent standalone master is a lost
-host). An `AttemptRecorder` (regionflow's store, for Airflow runs) sees the start and the end.
+the calling thread, ``kill()`` from any thread, ``master`` and ``server_url`` for the host watch);
+its two implementations are in `backends`: ``submit`` (a spark-submit per attempt) and ``session`` (a
+client session on the host's long-lived Spark Connect server). Every attempt runs under a
+`CommitWatcher` (another attempt's commit kills it) and a `HostWatcher` (a silent standalone master or
+Spark Connect server is a lost host). An `AttemptRecorder` (regionflow's store, for Airflow runs)
+sees the start and the end.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from .watch import (
     DEFAULT_HOST_LOST_TIMEOUT_S,
     DEFAULT_WATCH_INTERVAL_S,
     CommitWatcher,
-    MasterWatcher,
+    HostWatcher,
     Settlement,
     explain,
     settle,
@@ -49,6 +50,10 @@ class Execution(Protocol):
     @property
     def master(self) -> str | None:
         """The Spark master to watch for a lost host (``spark://``), or None."""
+
+    @property
+    def server_url(self) -> str | None:
+        """The Spark Connect server (``sc://``) the run needs on its host, to watch likewise, or None."""
 
     def run(self) -> SubmissionResult:
         """Run to the end in the calling thread; never raises for a failed or killed run."""
@@ -185,7 +190,8 @@ class Attempt:
         if self.recorder is not None:
             self.recorder.started(self)
         with CommitWatcher(self.partitions, self.task.unit_key, self.attempt_id, execution, self.watch_interval), \
-                MasterWatcher(execution.master, execution, self.host_lost_timeout) as host_watch:
+                HostWatcher(execution.master, execution, self.host_lost_timeout,
+                            server_url=execution.server_url) as host_watch:
             result = execution.run()
         settlement = settle(result, self.partitions, self.task.unit_key, self.attempt_id)
         failure = None if result.ok else explain(result, host_watch)

@@ -17,7 +17,6 @@ cause read from its log, at once when its process exits, never by waiting out th
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
@@ -25,13 +24,14 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..core.errors import RegionflowError
-from ..localfiles import tail, write_json_atomically, write_text_atomically
+from ..localfiles import exclusive_lock, tail, write_json_atomically, write_text_atomically
 from ..processes import terminate_process_group, wait_until
 from ..scheduling.hosts import Cluster, Host
+from .reachability import answers, connect_server_serves
 from .sizing import sized_conf
 from .submit import pinned_cpus
 from .submit_args import LOOPBACK, SubmitConfigError, sized_master, spark_child_env, spark_submit_binary
@@ -39,7 +39,10 @@ from .targets import spark_target
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_BASE_PORT = 15002  # Spark Connect's own default port; host i of a cluster gets base + i
-DEFAULT_START_TIMEOUT_S = 180.0
+# A bound for a server whose process lives but never serves, not an expected time: one whose process
+# exits fails its start at once. A server is up in 6-20 s on a quiet 2-core box and took 3-16 min on a
+# throttled one, where a 180 s bound failed servers that were only slow.
+DEFAULT_START_TIMEOUT_S = 600.0
 IDLE_STOP_WAIT_S = 30.0  # how long a start waits for an idle stop's old server to let its port go
 # Set by pyspark in a process once it built a Connect client session; inherited by a child they would
 # make that child's own SparkSession a Connect client too.
@@ -81,7 +84,8 @@ class ServerState:
 @dataclass(frozen=True)
 class ServerStatus:
     """`up` (the port answers), `starting` (its process lives, the port does not answer yet) or
-    `down` (no process; `cause` says why when known)."""
+    `down` (no process; `cause` says why when known); `ConnectServer.checked_status` also tells
+    `silent`: the process lives and holds the port but answers no HTTP/2 handshake (stopped or hung)."""
 
     host: str
     state: str
@@ -166,7 +170,7 @@ class ConnectServer:
         Raises `SessionServerError` with the cause when the process exits first (port taken, no Java)
         or the port does not answer within `timeout` seconds (the process is then stopped)."""
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-        with _host_lock(os.path.join(self.state_dir, f"{_file_name(self.host.name)}.lock")):
+        with exclusive_lock(os.path.join(self.state_dir, f"{_file_name(self.host.name)}.lock")):
             status = self._start_locked(timeout)
         try:
             os.remove(self.idle_mark_path)
@@ -235,8 +239,14 @@ class ConnectServer:
                 return False
 
     def reachable(self) -> bool:
-        """True when something answers on this host's Spark Connect port (what a client needs)."""
+        """True when something accepts connections on this host's Spark Connect port (a server process
+        is there to stop or to ask), even if it is stopped or hung; see `serving`."""
         return _port_answers(self.port)
+
+    def serving(self) -> bool:
+        """True when this host's Spark Connect server answers an HTTP/2 handshake: its process runs and
+        serves, which is what a client needs (`reachable` also holds for a stopped or hung server)."""
+        return connect_server_serves(self.url)
 
     def status(self) -> ServerStatus:
         """Whether this host's server is up, starting or down (read from its state file and port)."""
@@ -246,6 +256,16 @@ class ConnectServer:
         if not _alive(state.pid):
             return ServerStatus(self.host.name, "down", self.url, cause=f"process {state.pid} is gone")
         return ServerStatus(self.host.name, "up" if _port_answers(self.port) else "starting", self.url, state.pid)
+
+    def checked_status(self) -> ServerStatus:
+        """`status`, and for a server whose port answers, whether it serves: `silent` when it does not
+        (what an operator asks; `status` alone stays cheap for the start logic)."""
+        current = self.status()
+        if current.up and not self.serving():
+            return replace(current, state="silent", cause=(
+                f"process {current.pid} holds the port but answers no HTTP/2 handshake (stopped or hung); "
+                f"stop it and start it again"))
+        return current
 
     def stop_idle(self, grace_seconds: float = 10.0) -> bool:
         """Stop the server for being idle: marked first, so an attempt arriving meanwhile starts it again
@@ -317,7 +337,12 @@ class SessionServers:
         return [outcomes[name] for name in names]  # type: ignore[misc]
 
     def status(self, hosts: list[str] | None = None) -> list[ServerStatus]:
+        """`ConnectServer.status` of the named (default: all) hosts' servers."""
         return [self.server(name).status() for name in (hosts or list(self.servers))]
+
+    def checked_status(self, hosts: list[str] | None = None) -> list[ServerStatus]:
+        """`ConnectServer.checked_status` (a handshake with each server that is up) of the named hosts."""
+        return [self.server(name).checked_status() for name in (hosts or list(self.servers))]
 
     def stop(self, hosts: list[str] | None = None) -> list[str]:
         """Stop the named (default: all) servers; returns the hosts whose server was running."""
@@ -361,26 +386,13 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@contextlib.contextmanager
-def _host_lock(path: str) -> Iterator[None]:
-    """An exclusive lock on `path` across processes (flock), held for the `with` block."""
-    with open(path, "a", encoding="utf-8") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 
 def _file_name(host: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in host) or "host"
 
 
 def _port_answers(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((LOOPBACK, port)) == 0
+    return answers(LOOPBACK, port, timeout=0.5)
 
 
 def _alive(pid: int) -> bool:

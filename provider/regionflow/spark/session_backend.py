@@ -23,6 +23,7 @@ from typing import Any
 
 from .orphans import attempt_session_url
 from .program import EXIT_VERTEX_FAILED, VertexFailure, run_unit
+from .reachability import LOSS_HANDSHAKE_TIMEOUT_S, connect_server_serves
 from .submit import SubmissionResult
 from .task import UnitTask
 from .unit import default_conf
@@ -55,6 +56,11 @@ class SessionSubmission:
         return None
 
     @property
+    def server_url(self) -> str:
+        """The Spark Connect server the attempt runs on (the host watch asks it)."""
+        return self.url
+
+    @property
     def tag(self) -> str:
         return f"regionflow-{self.task.attempt_id}"
 
@@ -81,7 +87,7 @@ class SessionSubmission:
             returncode = EXIT_FAILED
             if not self._killed.is_set():
                 error = f"{type(failure).__name__}: {failure}"
-                if not _answers(self.url):
+                if not connect_server_serves(self.url, LOSS_HANDSHAKE_TIMEOUT_S):
                     lost = True
                     error = (f"host {self.task.host or '?'} lost: its Spark Connect server at {self.url} stopped "
                              f"answering; {error}")
@@ -100,14 +106,10 @@ class SessionSubmission:
         self._killed.set()
         with self._lock:
             spark = self._spark
-        if spark is not None:
-            # interruptAll ends the running operations; closing the session makes the program's next
-            # operation fail too (it would otherwise go on with the next region).
-            for action in (spark.interruptAll, spark.stop):
-                try:
-                    action()
-                except Exception:  # noqa: BLE001 - the session may be closing: run() ends on its own
-                    pass
+        if spark is not None and not _finishes_within(KILL_RPC_WAIT_S, _interrupt_and_stop, spark):
+            # the server does not answer (hung, stopped): cutting the connection fails the calls the
+            # attempt waits in, which a silent server would otherwise never end
+            _finishes_within(KILL_RPC_WAIT_S + CLIENT_CLOSE_WAIT_S, spark.client.close)
         if wait:
             self._done.wait(timeout)
 
@@ -115,12 +117,14 @@ class SessionSubmission:
         from pyspark.sql import SparkSession
 
         # the session's id is derived from the attempt's, so it can be interrupted if this process dies
+        # creating the session calls nothing on the server; it is known to kill() before the first call
+        # (the conf below), which a hung server would never answer
         spark = SparkSession.builder.remote(attempt_session_url(self.url, self.task.attempt_id)).create()
+        with self._lock:
+            self._spark = spark
         fail_fast_on_a_lost_server(spark)
         spark.addTag(self.tag)
         apply_session_conf(spark, self.conf, note)
-        with self._lock:
-            self._spark = spark
         if self._killed.is_set():  # killed while connecting
             spark.interruptAll()
             raise InterruptedError("killed while connecting")
@@ -151,6 +155,35 @@ LOST_SERVER_RETRIES = 4  # 0.05 + 0.2 + 0.8 + 1 s: a dead server fails the attem
 LOST_SERVER_MAX_BACKOFF_MS = 1000
 
 
+KILL_RPC_WAIT_S = 5.0  # a live server interrupts and closes a session in well under a second
+CLIENT_CLOSE_WAIT_S = 12.0  # pyspark's client.close() waits up to 10 s for pending release calls
+
+
+def _interrupt_and_stop(spark: Any) -> None:
+    """interruptAll ends the running operations; closing the session makes the program's next
+    operation fail too (it would otherwise go on with the next region)."""
+    for action in (spark.interruptAll, spark.stop):
+        try:
+            action()
+        except Exception:  # noqa: BLE001 - the session may be closing: run() ends on its own
+            pass
+
+
+def _finishes_within(seconds: float, action: Callable[..., Any], *args: Any) -> bool:
+    """Run `action(*args)` in a daemon thread; True when it returned (or raised) within `seconds`. A
+    call to a hung server never returns: the thread is then left to end with the process."""
+    def quietly() -> None:
+        try:
+            action(*args)
+        except Exception:  # noqa: BLE001 - a closing session or channel: nothing more to do
+            pass
+
+    thread = threading.Thread(target=quietly, name="session-kill", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return not thread.is_alive()
+
+
 def fail_fast_on_a_lost_server(spark: Any) -> None:
     """Make the session give up on an unreachable server after ~2 s instead of pyspark's default
     (retries tolerating at least 10 minutes, measured here: a call on a killed server still waited
@@ -161,18 +194,6 @@ def fail_fast_on_a_lost_server(spark: Any) -> None:
 
     spark.client.set_retry_policies([DefaultPolicy(max_retries=LOST_SERVER_RETRIES, initial_backoff=50,
                                                    max_backoff=LOST_SERVER_MAX_BACKOFF_MS)])
-
-
-def _answers(url: str) -> bool:
-    """True when the server of an ``sc://host:port`` URL accepts a connection."""
-    import socket
-
-    host, _, port = url[len("sc://"):].partition(":")
-    try:
-        with socket.create_connection((host, int(port.split("/")[0])), timeout=1.0):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 __all__ = ["SessionSubmission", "apply_session_conf"]

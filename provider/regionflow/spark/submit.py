@@ -232,6 +232,11 @@ class RegionSubmission:
     def master(self) -> str | None:
         return self.hook_kwargs.get("conf", {}).get("spark.master")
 
+    @property
+    def server_url(self) -> str | None:
+        """None: a spark-submit attempt runs on no Spark Connect server."""
+        return None
+
     def run(self) -> SubmissionResult:
         """Submit, wait for the application to end, return (or raise, see `raise_on_failure`)."""
         with self._lock:

@@ -7,16 +7,18 @@ application (it could only discard its output) and its temporary attempt directo
 `settle` turns a finished submission into the attempt's end state from the one source of truth,
 the committed manifest (PartitionStore.commit is atomic first-commit-wins).
 
-A `MasterWatcher` ends an attempt whose host is gone. Spark's driver does not: a client-mode
+A `HostWatcher` ends an attempt whose host is gone. Neither side ends it by itself: a client-mode
 driver whose standalone master and worker were stopped in the middle of a job was still waiting
-for executors 214 s later, until it was killed. So, while an attempt runs on a ``spark://``
-master, the watcher connects to the master's port every `interval` seconds, and once none of its
-masters has answered for `timeout` seconds it kills the submission and says why. ``local[k]``
-masters run on this machine and are not watched. No Airflow imports.
+for executors 214 s later, until it was killed; a Spark Connect client whose server hangs (a
+stopped process still holds its port) waits for the reply forever. So, while an attempt runs, the
+watcher asks every `interval` seconds whatever the attempt needs on its host: its ``spark://``
+master's port accepts a connection, and, on the session backend, its Spark Connect server answers
+an HTTP/2 handshake (`reachability`). Once that has failed for `timeout` seconds it kills the
+submission and says why. ``local[k]`` masters run on this machine and are not watched. No Airflow
+imports.
 """
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -24,10 +26,12 @@ from typing import Any
 
 from ..core.attempts import AttemptState
 from .masters import Master, MasterKind, master_problem
+from .reachability import LOSS_HANDSHAKE_TIMEOUT_S, any_answers, connect_address, connect_server_serves
 from .store import CommittedUnit, PartitionStore
 
 DEFAULT_WATCH_INTERVAL_S = 1.0
 DEFAULT_HOST_LOST_TIMEOUT_S = 30.0
+MASTER_CONNECT_TIMEOUT_S = 2.0  # how long one connection to a standalone master may take
 
 
 class _SubmissionWatcher:
@@ -96,48 +100,53 @@ def standalone_masters(master: str | None) -> list[tuple[str, int]]:
     return list(parsed.endpoints) if parsed.kind is MasterKind.STANDALONE else []
 
 
-def any_master_answers(addresses: list[tuple[str, int]], connect_timeout: float = 2.0) -> bool:
-    for address in addresses:
-        try:
-            with socket.create_connection(address, timeout=connect_timeout):
-                return True
-        except OSError:
-            continue
-    return False
-
-
-class MasterWatcher(_SubmissionWatcher):
-    """Kill `submission` once its standalone master has not answered for `timeout` seconds."""
+class HostWatcher(_SubmissionWatcher):
+    """Kill `submission` once its host has been silent for `timeout` seconds: none of its standalone
+    `master`'s addresses accepts a connection, or its Spark Connect server at `server_url` (``sc://``;
+    None with the submit backend) does not answer an HTTP/2 handshake."""
 
     def __init__(self, master: str | None, submission: Any, timeout: float = DEFAULT_HOST_LOST_TIMEOUT_S,
-                 interval: float = 2.0) -> None:
-        super().__init__(submission, interval, "master-watch")
+                 interval: float = 2.0, server_url: str | None = None) -> None:
+        super().__init__(submission, interval, "host-watch")
         self.master = master
         self.addresses = standalone_masters(master)
+        if server_url:
+            connect_address(server_url)  # a malformed URL fails here, not as a silent host 30 s later
+        self.server_url = server_url
         self.timeout = timeout
         self.lost: str | None = None  # why the host counts as lost, once this watcher killed the submission
         self._last_answer = time.monotonic()
 
     def _should_watch(self) -> bool:
-        return bool(self.addresses)  # local[k] masters run on this machine
+        return bool(self.addresses) or bool(self.server_url)  # local[k] masters run on this machine
+
+    def _silent(self) -> tuple[str, str] | None:
+        """(what does not answer now, who would wait for it), or None."""
+        if self.addresses and not any_answers(self.addresses, MASTER_CONNECT_TIMEOUT_S):
+            return f"master {self.master}", "Spark's driver"
+        if self.server_url and not connect_server_serves(self.server_url, LOSS_HANDSHAKE_TIMEOUT_S):
+            return f"its Spark Connect server at {self.server_url}", "the Spark Connect client"
+        return None
 
     def _tick(self) -> bool:
-        if any_master_answers(self.addresses):
+        silent = self._silent()
+        if silent is None:
             self._last_answer = time.monotonic()
             return False
         if time.monotonic() - self._last_answer < self.timeout:
             return False
-        self.lost = (f"host lost: master {self.master} did not answer for {self.timeout:.0f} s; "
-                     f"the attempt was killed (Spark's driver would wait for it forever)")
+        what, waiter = silent
+        self.lost = (f"host lost: {what} did not answer for {self.timeout:.0f} s; the attempt was killed "
+                     f"({waiter} would wait for it forever)")
         self.submission.kill(wait=False)
         return True
 
 
-def explain(result: Any, master_watcher: MasterWatcher | None) -> str:
+def explain(result: Any, host_watcher: HostWatcher | None) -> str:
     """The failure text of an attempt: the host-lost reason first when that is why it ended."""
     described = result.describe()
-    if master_watcher is not None and master_watcher.lost:
-        return f"{master_watcher.lost}; {described}"
+    if host_watcher is not None and host_watcher.lost:
+        return f"{host_watcher.lost}; {described}"
     return described
 
 
@@ -185,5 +194,5 @@ def _discard_quietly(partitions: PartitionStore, unit_key: str, attempt_id: str)
         pass
 
 
-__all__ = ["CommitWatcher", "DEFAULT_HOST_LOST_TIMEOUT_S", "DEFAULT_WATCH_INTERVAL_S", "MasterWatcher",
-           "Settlement", "any_master_answers", "explain", "settle", "standalone_masters"]
+__all__ = ["CommitWatcher", "DEFAULT_HOST_LOST_TIMEOUT_S", "DEFAULT_WATCH_INTERVAL_S", "HostWatcher",
+           "Settlement", "explain", "settle", "standalone_masters"]

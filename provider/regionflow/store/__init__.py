@@ -36,6 +36,7 @@ from .records import (
     bulk_id_for,
     dag_id_of_job,
     job_id_for,
+    try_of,
 )
 
 __all__ = [
@@ -44,5 +45,5 @@ __all__ = [
     "AttemptState", "BlockRecord", "CommitRecord", "GrantRecord", "GrantState", "MetricRecord", "PoolSnapshot",
     "RegionflowStore", "SchedulerRecord", "SlotConflictError", "StalePoolError", "StateTransitionError",
     "StoreError", "TakeOver", "UnknownRecordError", "admission_of", "bulk_id_for", "dag_id_of_job", "default_url",
-    "is_stopped", "job_id_for", "mask_url", "migrate", "store_exists",
+    "is_stopped", "job_id_for", "mask_url", "migrate", "store_exists", "try_of",
 ]

@@ -83,6 +83,15 @@ def bulk_id_for(ti_id: Any, try_number: int, admission: int = 1) -> str:
     return base if int(admission) <= 1 else f"{base}/{int(admission)}"
 
 
+def try_of(bulk_id: str) -> tuple[str, int]:
+    """The (task instance id, try number) `bulk_id_for` put into a task instance bulk id."""
+    ti_id, _, rest = bulk_id.rpartition(":")
+    number = rest.partition("/")[0]
+    if not ti_id or not number.isdigit():
+        raise ValueError(f"{bulk_id!r} is not a task instance bulk id (<ti uuid>:<try>[/<admission>])")
+    return ti_id, int(number)
+
+
 def admission_of(bulk_id: str) -> int:
     """The admission number `bulk_id_for` put into a task instance bulk id (1 for the first)."""
     _, _, suffix = bulk_id.rpartition(":")[2].partition("/")

@@ -8,6 +8,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
+from ..scheduling.blocklist import EVERY_JOB
 from .base import LedgerBase, filtered, once_more_on
 from .engine import retry_when_locked
 from .models import BlockEntry, Metric
@@ -41,18 +42,24 @@ class SignalLedger(LedgerBase):
         return once_more_on(upsert, IntegrityError)
 
     @retry_when_locked
-    def unblock(self, job_id: str, host: str) -> bool:
-        """Lift an entry before it expires; True when there was one."""
+    def unblock(self, job_id: str, host: str, *, expires_at: float | None = None) -> bool:
+        """Lift an entry before it expires; True when there was one. With `expires_at`, only while the
+        entry still has that expiry: one extended meanwhile (a new loss of the host, say) stays."""
+        condition = [BlockEntry.job_id == job_id, BlockEntry.host == host]
+        if expires_at is not None:
+            condition.append(BlockEntry.expires_at == float(expires_at))
         with self._write() as session:
-            result = cast("CursorResult[Any]", session.execute(
-                delete(BlockEntry).where(BlockEntry.job_id == job_id, BlockEntry.host == host)))
+            result = cast("CursorResult[Any]", session.execute(delete(BlockEntry).where(*condition)))
             return result.rowcount > 0
 
     @retry_when_locked
     def active_blocks(self, now: float | None = None, *, job_id: str | None = None) -> list[BlockRecord]:
-        """Entries not yet expired at `now` (default: the store's clock), soonest expiry first."""
+        """Entries not yet expired at `now` (default: the store's clock), soonest expiry first. With
+        `job_id`: the entries that block hosts for that job, its own and those for `EVERY_JOB`."""
         moment = self._clock() if now is None else now
-        query = filtered(select(BlockEntry), BlockEntry, job_id=job_id).where(BlockEntry.expires_at > moment)
+        query = select(BlockEntry).where(BlockEntry.expires_at > moment)
+        if job_id is not None:
+            query = query.where(BlockEntry.job_id.in_((job_id, EVERY_JOB)))
         query = query.order_by(BlockEntry.expires_at, BlockEntry.job_id, BlockEntry.host)
         with self._read() as session:
             return [_block_record(row) for row in session.scalars(query)]

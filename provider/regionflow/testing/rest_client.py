@@ -22,7 +22,12 @@ from .errors import ApiError, EmbeddedAirflowError, WaitTimeout
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 API_TIMEOUT_S = 120.0
 POLL_SECONDS = 0.5
-_TRIGGER_TRIES = 3
+# A call that may be repeated is made up to REQUEST_TRIES times in all, RETRY_PAUSE_S x the try number
+# apart: every GET answered with a 5xx (a read is safe to repeat; a busy api-server on SQLite answers 500
+# when its database connection pool runs dry, SQLAlchemy's 30 s checkout timeout, while task processes
+# hold its connections), and a trigger (its run id is chosen here, so a repeat cannot run the DAG twice).
+REQUEST_TRIES = 3
+RETRY_PAUSE_S = 2.0
 _PAGE = 100
 
 
@@ -70,7 +75,7 @@ class AirflowRestClient:
             self._token = response.json()["access_token"]
         return self._token
 
-    def wait_for_dag(self, dag_id: str, timeout: float = 120.0) -> dict[str, Any]:
+    def wait_for_dag(self, dag_id: str, timeout: float = 300.0) -> dict[str, Any]:
         """The DAG as GET /api/v2/dags/{dag_id} shows it, once the dag-processor has parsed it."""
         deadline = time.monotonic() + timeout
         while True:
@@ -89,7 +94,7 @@ class AirflowRestClient:
         """Every import error (filename, stack_trace, ...) from GET /api/v2/importErrors."""
         return self._paged("/api/v2/importErrors", "import_errors")
 
-    def wait_for_import_error(self, file_name: str, timeout: float = 120.0) -> dict[str, Any]:
+    def wait_for_import_error(self, file_name: str, timeout: float = 300.0) -> dict[str, Any]:
         """The import error of the DAG file whose path ends with `file_name`, once it is reported."""
         deadline = time.monotonic() + timeout
         while True:
@@ -121,19 +126,19 @@ class AirflowRestClient:
         run_id = run_id or (f"manual__{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%S.%f')}"
                             f"_{uuid.uuid4().hex[:6]}")
         body: dict[str, Any] = {"logical_date": None, "conf": dict(conf or {}), "dag_run_id": run_id}
-        for attempt in range(_TRIGGER_TRIES):
+        for attempt in range(REQUEST_TRIES):
             try:
                 self._call("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", json=body)
                 return run_id
             except ApiError as error:
                 if error.status == 409 and attempt:  # an earlier try did create it
                     return run_id
-                if error.status < 500 or attempt == _TRIGGER_TRIES - 1:
+                if error.status < 500 or attempt == REQUEST_TRIES - 1:
                     raise
             except httpx.TimeoutException:
-                if attempt == _TRIGGER_TRIES - 1:
+                if attempt == REQUEST_TRIES - 1:
                     raise
-            time.sleep(2.0 * (attempt + 1))
+            time.sleep(RETRY_PAUSE_S * (attempt + 1))
         return run_id
 
     def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str, map_index: int = -1) -> None:
@@ -196,10 +201,17 @@ class AirflowRestClient:
                 return items
 
     def _call(self, method: str, path: str, *, ok: Iterable[int] = (200,), **kwargs: Any) -> httpx.Response:
-        response = self._authorized(method, path, **kwargs)
-        if response.status_code == 401:
-            self._token = None
+        """`method` `path` as the admin user (the token renewed once after a 401); a GET answered with a
+        5xx is asked up to `REQUEST_TRIES` times in all. `ApiError` unless the last answer's status is in `ok`."""
+        tries = REQUEST_TRIES if method == "GET" else 1
+        for attempt in range(1, tries + 1):
             response = self._authorized(method, path, **kwargs)
+            if response.status_code == 401:
+                self._token = None
+                response = self._authorized(method, path, **kwargs)
+            if response.status_code < 500 or attempt == tries:
+                break
+            time.sleep(RETRY_PAUSE_S * attempt)
         self._check(response, tuple(ok))
         return response
 

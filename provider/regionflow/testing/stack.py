@@ -59,12 +59,18 @@ from .airflow_config import (
     write_private,
 )
 from .errors import ComponentFailed, EmbeddedAirflowError, StartTimeout
+from .migrated_db import MigratedDatabaseCache, migration_inputs, migration_key
+from .readiness import execution_api_answers, health_or_none, unhealthy_components
 from .rest_client import POLL_SECONDS, AirflowRestClient
 
 DEFAULT_EXECUTOR = "regionflow.executors.RegionExecutor"
 DEFAULT_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 KNOWN_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 STACK_TAG_VARIABLE = "REGIONFLOW_EMBEDDED_STACK"
+# A bound for a stack that never gets healthy, not an expected time: a component that exits fails the
+# start at once. On a throttled 2-core box a start took 5-10 min (migration, four Airflow interpreters
+# and the execution API's first answer).
+DEFAULT_START_TIMEOUT_S = 600.0
 
 # The log server binds all interfaces, so it is never started; see the module docstring.
 _COMPONENT_ARGS: dict[str, tuple[str, ...]] = {
@@ -73,8 +79,6 @@ _COMPONENT_ARGS: dict[str, tuple[str, ...]] = {
     "dag-processor": ("dag-processor",),
     "triggerer": ("triggerer", "--skip-serve-logs"),
 }
-# Key of each component in GET /api/v2/monitor/health.
-_HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
 # stop() order: the api-server last, so terminated tasks can still report through the execution API.
 _STOP_STAGES: tuple[tuple[str, ...], ...] = (("scheduler", "triggerer", "dag-processor"), ("api-server",))
 _LOG_TAIL_LINES = 40
@@ -91,6 +95,10 @@ class _Component:
 
 class EmbeddedAirflow(AirflowRestClient):
     """A real Airflow stack (SQLite, simple auth manager) on 127.0.0.1; a context manager."""
+
+    # Where fresh SQLite databases are kept and copied from instead of migrating each stack's own (a
+    # test session sets it once; see `migrated_db`). None: every stack runs ``airflow db migrate``.
+    migrated_databases: MigratedDatabaseCache | None = None
 
     def __init__(
         self,
@@ -137,6 +145,7 @@ class EmbeddedAirflow(AirflowRestClient):
         self.timings: dict[str, float] = {}
         self._stack_tag = uuid.uuid4().hex
         self._port: int | None = None
+        self._migration_inputs: dict[str, str | None] | None = None  # set by write_config
         self._running: list[_Component] = []
         # process groups of components killed by `kill`: their orphans (LocalExecutor's workers) stay in
         # them, and setproctitle may have overwritten the environment that held the stack's tag
@@ -178,7 +187,7 @@ class EmbeddedAirflow(AirflowRestClient):
 
     @property
     def database_path(self) -> str:
-        """Airflow's SQLite metadata database (WAL mode, see `_migrate`)."""
+        """Airflow's SQLite metadata database (WAL mode, see `start`)."""
         return os.path.join(self.home, "airflow.db")
 
     @property
@@ -197,8 +206,8 @@ class EmbeddedAirflow(AirflowRestClient):
         config = config_sections(self, self._port, stack_secrets(self.config_path))
         write_private(self.config_path, render_config(config))
         ensure_admin_password(self.passwords_path)
+        self._migration_inputs = migration_inputs(config)
         return self.config_path
-
 
     def child_env(self) -> dict[str, str]:
         """Environment of every component: no inherited AIRFLOW__ overrides, this home, the tag."""
@@ -216,23 +225,27 @@ class EmbeddedAirflow(AirflowRestClient):
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def start(self, timeout: float = 180.0) -> EmbeddedAirflow:
+    def start(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> EmbeddedAirflow:
         """Write the config, migrate the DB, start the components; return once all are healthy.
 
+        `timeout` bounds two steps apart: the database's migration (with the setup commands), then the
+        components' start until all are healthy (with the session servers). The first is the longest
+        step of a first start on a slow machine, and a later start copies its result (`migrate_database`).
         Raises `ComponentFailed` when ``db migrate`` or a component exits, `StartTimeout` when the
-        stack is not healthy `timeout` seconds after the call; either way nothing is left running.
+        stack is not healthy in time; either way nothing is left running.
         """
         if self._running:
             raise EmbeddedAirflowError(f"the embedded Airflow in {self.home} is already started")
         deadline = time.monotonic() + timeout
         self.write_config()
         try:
-            self.timings["db_migrate_s"] = self._migrate(deadline - time.monotonic())
+            self.timings["db_migrate_s"] = self.migrate_database(deadline - time.monotonic())
             if not self.database_url:
                 use_wal(self.database_path)
             for command in self.setup_commands:
                 self._airflow_command(command, deadline - time.monotonic())
             started = time.monotonic()
+            deadline = started + timeout
             atexit.register(self.stop)
             for component in self.components:
                 copies = self.schedulers if component == "scheduler" else 1
@@ -336,9 +349,14 @@ class EmbeddedAirflow(AirflowRestClient):
             f"--- {name} ({self.log_path(name)}) ---\n{self.log_tail(name)}" for name in self.components
         )
 
-    def _migrate(self, timeout: float) -> float:
-        """Run ``airflow db migrate``; return how long it took in seconds."""
-        return self._airflow_command(["db", "migrate"], timeout)
+    def migrate_database(self, timeout: float = DEFAULT_START_TIMEOUT_S) -> float:
+        """Run ``airflow db migrate`` (after `write_config`), or copy a fresh database from
+        `migrated_databases` (SQLite only); return how long it took in seconds. `start` calls it."""
+        cache = type(self).migrated_databases
+        if cache is None or self.database_url or self._migration_inputs is None:
+            return self._airflow_command(["db", "migrate"], timeout)
+        return cache.provide(self.database_path, migration_key(self._migration_inputs),
+                             lambda: self._airflow_command(["db", "migrate"], timeout))
 
     def _airflow_command(self, argv: Sequence[str], timeout: float) -> float:
         """Run ``airflow <argv>`` with the stack's config; return how long it took in seconds.
@@ -371,7 +389,8 @@ class EmbeddedAirflow(AirflowRestClient):
         self.session_servers.start(timeout=max(timeout, 60.0))
         self.timings["session_servers_s"] = round(time.monotonic() - began, 2)
 
-    def restart(self, component: str, env: Mapping[str, str] | None = None, timeout: float = 120.0) -> None:
+    def restart(self, component: str, env: Mapping[str, str] | None = None,
+                timeout: float = DEFAULT_START_TIMEOUT_S) -> None:
         """Stop one running component (SIGTERM, then SIGKILL after 15 s) and start it again with `env`
         added to its environment, e.g. ``{"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}`` for the
         scheduler; returns once the stack is healthy again."""
@@ -400,7 +419,7 @@ class EmbeddedAirflow(AirflowRestClient):
         self._running = [c for c in self._running if c is not victim]
         return victim.process.pid
 
-    def revive(self, component: str, timeout: float = 120.0) -> int:
+    def revive(self, component: str, timeout: float = DEFAULT_START_TIMEOUT_S) -> int:
         """Start one more `component` (after `kill`, say), as a supervisor would restart a crashed one;
         returns its pid once the stack is healthy again."""
         if component not in KNOWN_COMPONENTS:
@@ -427,35 +446,30 @@ class EmbeddedAirflow(AirflowRestClient):
         return _Component(component, process, log_path)
 
     def _wait_until_healthy(self, deadline: float, timeout: float) -> None:
+        """Until every component is healthy by a heartbeat of this start and the execution API has
+        answered once (see `readiness`); `StartTimeout` at `deadline`, `ComponentFailed` at an exit."""
         since = datetime.now(UTC)
         while True:
             self._fail_if_a_component_died()
-            health = self._health_or_none()
-            unhealthy = self._unhealthy_components(health, since)
+            health = health_or_none(self._client())
+            unhealthy = unhealthy_components(health, self.components, since)
             if not unhealthy:
-                return
-            if time.monotonic() >= deadline:
-                raise StartTimeout(
-                    f"the embedded Airflow in {self.home} was not healthy within {timeout:.0f} s: "
-                    f"{', '.join(unhealthy)} not healthy (last health answer: {health}); raise the "
-                    f"timeout on a busy machine or read the logs:\n{self.log_tails()}"
-                )
+                break
+            self._fail_at(deadline, f"was not healthy within {timeout:.0f} s: {', '.join(unhealthy)} not healthy "
+                                    f"(last health answer: {health})")
             time.sleep(POLL_SECONDS)
+        started = time.monotonic()
+        while not execution_api_answers(self._client(), deadline - time.monotonic()):
+            self._fail_if_a_component_died()
+            self._fail_at(deadline, f"was healthy, but its execution API (/execution/health) did not answer within "
+                                    f"{timeout:.0f} s of the start")
+            time.sleep(POLL_SECONDS)
+        self.timings["execution_api_first_answer_s"] = round(time.monotonic() - started, 2)
 
-    def _health_or_none(self) -> dict[str, Any] | None:
-        try:
-            response = self._client().get("/api/v2/monitor/health", timeout=5)
-        except httpx.HTTPError:
-            return None
-        return response.json() if response.status_code == 200 else None
-
-    def _unhealthy_components(self, health: Mapping[str, Any] | None, since: datetime) -> list[str]:
-        if health is None:
-            return ["api-server"]
-        return [
-            name for name in self.components
-            if name in _HEALTH_KEYS and not _healthy_since(health.get(_HEALTH_KEYS[name]) or {}, since)
-        ]
+    def _fail_at(self, deadline: float, what: str) -> None:
+        if time.monotonic() >= deadline:
+            raise StartTimeout(f"the embedded Airflow in {self.home} {what}; raise the timeout on a busy machine "
+                               f"or read the logs:\n{self.log_tails()}")
 
     def _fail_if_a_component_died(self) -> None:
         for component in self._running:
@@ -468,16 +482,6 @@ class EmbeddedAirflow(AirflowRestClient):
                 )
 
 # ---- helpers ----------------------------------------------------------------------------------
-
-
-def _healthy_since(entry: Mapping[str, Any], since: datetime) -> bool:
-    """Healthy, and by a heartbeat of this start: the health endpoint reports the most recent job,
-    which on a restarted home may be the previous, stopped process's for up to 30 s."""
-    heartbeat = next((value for key, value in entry.items() if key.startswith("latest_") and value), None)
-    if entry.get("status") != "healthy" or heartbeat is None:
-        return False
-    beat = datetime.fromisoformat(heartbeat)
-    return (beat if beat.tzinfo else beat.replace(tzinfo=UTC)) >= since
 
 
 def _check_components(components: Sequence[str]) -> None:

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..scheduling.blocklist import EVERY_JOB, applies_to
 from ..scheduling.hosts import Cluster
 from ..scheduling.speculation import METRIC_PREFIX
 from ..spark.targets import spark_target
@@ -44,7 +45,7 @@ def cluster_view(store: RegionflowStore | None, cluster: Cluster, *, may_see: Da
         if not may_see(grant.dag_id):
             hidden += 1
             continue
-        blocked = sorted({b.host for b in blocks if b.job_id == grant.job_id})
+        blocked = sorted({b.host for b in blocks if applies_to(b.job_id, grant.job_id)})
         queue.append({**_grant_fields(grant), "position": position, "age_s": round(now - grant.submitted_at, 1),
                       "blocked_hosts": blocked,
                       "why": _why_waiting(grant, position, cluster, free_total, blocked)})
@@ -60,7 +61,7 @@ def cluster_view(store: RegionflowStore | None, cluster: Cluster, *, may_see: Da
         "slots": {"total": cluster.total_slots, "used": sum(h["used"] for h in hosts), "free": free_total},
         "blocklist": [{"job_id": b.job_id, "host": b.host, "reason": b.reason,
                        "expires_in_s": round(b.remaining_s(now), 1)} for b in sorted(blocks, key=lambda b: b.added_at)
-                      if may_see(dag_id_of_job(b.job_id))],
+                      if b.job_id == EVERY_JOB or may_see(dag_id_of_job(b.job_id))],
         "queue": queue,
         "queue_hidden": hidden,
         "grants": [{"dag_id": dag_id, "run_id": run_id, "grants": grants}
