@@ -48,6 +48,16 @@ class ModuleProgress:
         self.module = None
 
 
+LONG = ("long: a scenario test that costs minutes because it starts many Spark applications (a spark-submit per "
+        "region) or drives dozens of DAG runs; `make test` (CI) leaves it out, `make test-long` runs it, "
+        "`make test-all` runs everything (README: Tests)")
+
+
+def pytest_configure(config):
+    """Registers the ``long`` marker (see `LONG`)."""
+    config.addinivalue_line("markers", LONG)
+
+
 def pytest_sessionstart(session):
     """Print `machine_speed` first in the output (also under ``-q``, which hides report headers)."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -108,6 +108,7 @@ def _wait_until_running(stack, dag_id, run_id, timeout=120):
     raise AssertionError(f"no task of {dag_id} started within {timeout} s")
 
 
+@pytest.mark.long  # ~6.5 min here (13 spark-submits); the same four modes on the session backend: test_e2e_session.py
 def test_example_job_gives_the_reference_checksum_in_every_mode(stack, orders_reference):
     runs = {}
     for mode in MODES:

@@ -22,7 +22,9 @@ DAG_ID = "orders_speculation"
 SPECULATED_TASK = "orders__clean"  # the 4-shard source region task
 HOSTS = {"a": 0, "b": 1}  # host -> the core it is pinned to
 BLOCKLIST_EXPIRY_S = 20
-pytestmark = [pytest.mark.timeout(1500),
+# long (tests/conftest.py): ~8 min here, a dozen spark-submits with a core hogged; `make test` covers speculation with
+# tests/speculation/, tests/scheduling/test_speculation.py and tests/airflow/test_executor_copies.py
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.long,
               pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPU cores")]
 
 

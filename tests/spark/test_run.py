@@ -37,10 +37,13 @@ def reference(orders_reference):
     return orders_reference
 
 
+# long (tests/conftest.py): 1.5-2 min each here (a spark-submit per region); `make test` keeps all-pipelined on 4
+# slots on this backend and runs every mode on the session backend (tests/airflow/test_e2e_session.py; TPC-H in
+# all-blocking and all-pipelined: tests/spark/test_tpch.py)
 @pytest.mark.parametrize("mode, slots", [
-    ("all-blocking", 1),
-    ("forward-pipelined-only", 1),
-    ("pointwise-pipelined-only", 3),
+    pytest.param("all-blocking", 1, marks=pytest.mark.long),
+    pytest.param("forward-pipelined-only", 1, marks=pytest.mark.long),
+    pytest.param("pointwise-pipelined-only", 3, marks=pytest.mark.long),
     ("all-pipelined", 4),
 ])
 def test_every_mode_gives_the_reference_checksum(mode, slots, reference, tmp_path):

@@ -84,6 +84,19 @@ _STOP_STAGES: tuple[tuple[str, ...], ...] = (("scheduler", "triggerer", "dag-pro
 _LOG_TAIL_LINES = 40
 
 
+_IDLE_WORKER_TITLE = "LocalExecutor: <idle>"  # airflow.executors.local_executor._run_worker's process title
+
+
+def _idle_executor_worker(pid: int) -> bool:
+    """Whether `pid` is a LocalExecutor worker waiting for a workload (its process title says so)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            title = handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return title.startswith("airflow worker -- ") and title.rstrip().endswith(_IDLE_WORKER_TITLE)
+
+
 @dataclass(frozen=True)
 class _Component:
     """One running Airflow component: its name, its process (a process-group leader), its log."""
@@ -311,6 +324,10 @@ class EmbeddedAirflow(AirflowRestClient):
             if component.name in stage:
                 signal_group(component.process.pid, signal.SIGTERM)
         signal_pids(stage_pids(), signal.SIGTERM)
+        # LocalExecutor's idle workers (forked by the scheduler, blocked on their queue) outlive SIGTERM, and the
+        # scheduler waits for them at exit: every stop took the two stages' whole grace, 30 s. An idle worker
+        # holds no task, so it is killed at once; a busy one ("... LocalExecutor: <task>") gets the grace.
+        signal_pids([pid for pid in stage_pids() if _idle_executor_worker(pid)], signal.SIGKILL)
         wait_until(lambda: not stage_pids(), grace_seconds)
 
     def __enter__(self) -> EmbeddedAirflow:
