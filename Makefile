@@ -20,7 +20,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
-# Bytecode: pip installs without compiling (--no-compile below: compiling all ~12,000 modules of the venv
+# Bytecode: the venv is installed without compiling (uv's default; pip's --no-compile: compiling all ~12,000 modules
 # took 30+ minutes of a clean-clone install on this slow machine, most of them never imported); each module is compiled
 # the first time any process imports it and cached under build/pycache (one tree for the venv and this
 # checkout, so imports do not litter the sources). A PYTHONDONTWRITEBYTECODE inherited from the shell

@@ -1,7 +1,22 @@
 """The per-module progress lines of tests/conftest.py (`ModuleProgress`), written to a recording reporter."""
 from __future__ import annotations
 
-import conftest
+import importlib.util
+import os
+
+
+def _root_conftest():
+    """tests/conftest.py as a module of its own: ``import conftest`` gives whichever conftest pytest imported
+    last under that name (in a CI run, tests/spark/conftest.py, which has no `ModuleProgress`)."""
+    spec = importlib.util.spec_from_file_location("tests_root_conftest",
+                                                  os.path.join(os.path.dirname(__file__), "conftest.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+conftest = _root_conftest()
 
 
 class RecordingReporter:

@@ -90,6 +90,16 @@ def start_ticks(pid: int) -> str | None:
     return fields[19]
 
 
+def command_line(pid: int) -> str:
+    """Process `pid`'s command line as ``ps`` shows it (arguments joined by spaces, a title set with
+    setproctitle as set, trailing blanks dropped), or "" once it has exited."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").rstrip()
+    except OSError:
+        return ""
+
+
 @dataclass(frozen=True)
 class ProcessInfo:
     """A live process: its pid, parent, process group, and whether its environment carries a tag."""

@@ -1,13 +1,10 @@
 """An embedded, real Airflow 3.3 stack on 127.0.0.1 for the demo, the end-to-end tests and users' DAG tests.
 
-`EmbeddedAirflow` owns one Airflow home: its ``airflow.cfg`` (SQLite metadata DB, executor, fast
-loops, generated secrets, the simple auth manager's admin password file), the ``airflow db migrate``
-that prepares it, the component processes (api-server, scheduler, dag-processor and triggerer, as in a
-real installation: deferrable operators need the triggerer) with their logs in
-``<home>/logs/<component>.log``, and a small client of the public REST API v2 (token, DAGs, import
-errors, runs, task instances, task logs, marking and clearing task instances).
-
-Configuration lives in ``<home>/airflow.cfg`` only (`airflow_config` says why and writes it).
+`EmbeddedAirflow` owns one Airflow home: its ``airflow.cfg`` (written by `airflow_config`, the only place
+of its configuration: SQLite metadata DB, executor, fast loops, generated secrets, the simple auth
+manager's admin password file), the ``airflow db migrate`` that prepares it, the component processes
+(api-server, scheduler, dag-processor and triggerer: deferrable operators need the triggerer) with their
+logs in ``<home>/logs/<component>.log``, and a client of the public REST API v2 (`rest_client`).
 
 Everything stays on loopback: the api-server binds 127.0.0.1, and the scheduler and the triggerer
 run with ``--skip-serve-logs`` because Airflow's worker log server binds every interface (``host=""``
@@ -40,6 +37,7 @@ import httpx
 from ..localfiles import tail
 from ..processes import (
     ProcessInfo,
+    command_line,
     descendants,
     reap,
     signal_group,
@@ -84,17 +82,7 @@ _STOP_STAGES: tuple[tuple[str, ...], ...] = (("scheduler", "triggerer", "dag-pro
 _LOG_TAIL_LINES = 40
 
 
-_IDLE_WORKER_TITLE = "LocalExecutor: <idle>"  # airflow.executors.local_executor._run_worker's process title
-
-
-def _idle_executor_worker(pid: int) -> bool:
-    """Whether `pid` is a LocalExecutor worker waiting for a workload (its process title says so)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            title = handle.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return False
-    return title.startswith("airflow worker -- ") and title.rstrip().endswith(_IDLE_WORKER_TITLE)
+_IDLE_WORKER_TITLE = "LocalExecutor: <idle>"  # the end of local_executor._run_worker's title while it waits
 
 
 @dataclass(frozen=True)
@@ -324,10 +312,9 @@ class EmbeddedAirflow(AirflowRestClient):
             if component.name in stage:
                 signal_group(component.process.pid, signal.SIGTERM)
         signal_pids(stage_pids(), signal.SIGTERM)
-        # LocalExecutor's idle workers (forked by the scheduler, blocked on their queue) outlive SIGTERM, and the
-        # scheduler waits for them at exit: every stop took the two stages' whole grace, 30 s. An idle worker
-        # holds no task, so it is killed at once; a busy one ("... LocalExecutor: <task>") gets the grace.
-        signal_pids([pid for pid in stage_pids() if _idle_executor_worker(pid)], signal.SIGKILL)
+        # LocalExecutor's idle workers outlive SIGTERM and the scheduler waits for them: every stop took both
+        # stages' grace (30 s). An idle one holds no task and is killed at once; a busy one gets the grace.
+        signal_pids([pid for pid in stage_pids() if command_line(pid).endswith(_IDLE_WORKER_TITLE)], signal.SIGKILL)
         wait_until(lambda: not stage_pids(), grace_seconds)
 
     def __enter__(self) -> EmbeddedAirflow:
