@@ -12,6 +12,7 @@ import socket
 import time
 
 import pytest
+from clock_doubles import FakeClock
 from grpc_standin import GrpcServer
 
 from regionflow.executors.lost_hosts import STILL_SILENT, LostHostWatch, Verdict
@@ -26,14 +27,6 @@ from regionflow.store import RegionflowStore
 LOG = logging.getLogger("test_lost_hosts")
 INTERVAL_S = 10.0
 EXPIRY_S = 60.0
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class RecordingProbe:

@@ -2,16 +2,9 @@
 from __future__ import annotations
 
 import pytest
+from clock_doubles import FakeClock
 
 from regionflow.store import COPY_TRANSITIONS, CopyState, RegionflowStore, StateTransitionError, UnknownRecordError
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

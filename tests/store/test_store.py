@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from clock_doubles import FakeClock
 
 from regionflow.core.errors import RegionflowError
 from regionflow.scheduling.blocklist import EVERY_JOB
@@ -35,17 +36,6 @@ from regionflow.store import (
 )
 
 PROCESS_TIMEOUT_S = 60
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture
