@@ -50,7 +50,7 @@ class ModuleProgress:
 
 LONG = ("long: a scenario test that costs minutes because it starts many Spark applications (a spark-submit per "
         "region) or drives dozens of DAG runs; `make test` (CI) leaves it out, `make test-long` runs it, "
-        "`make test-all` runs everything (README: Tests)")
+        "`make test-all` runs everything (README, first lines)")
 
 
 def pytest_configure(config):

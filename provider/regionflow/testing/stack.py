@@ -80,8 +80,6 @@ _COMPONENT_ARGS: dict[str, tuple[str, ...]] = {
 # stop() order: the api-server last, so terminated tasks can still report through the execution API.
 _STOP_STAGES: tuple[tuple[str, ...], ...] = (("scheduler", "triggerer", "dag-processor"), ("api-server",))
 _LOG_TAIL_LINES = 40
-
-
 _IDLE_WORKER_TITLE = "LocalExecutor: <idle>"  # the end of local_executor._run_worker's title while it waits
 
 
@@ -311,10 +309,11 @@ class EmbeddedAirflow(AirflowRestClient):
         for component in self._running:
             if component.name in stage:
                 signal_group(component.process.pid, signal.SIGTERM)
-        signal_pids(stage_pids(), signal.SIGTERM)
+        pids = stage_pids()
+        signal_pids(pids, signal.SIGTERM)
         # LocalExecutor's idle workers outlive SIGTERM and the scheduler waits for them: every stop took both
         # stages' grace (30 s). An idle one holds no task and is killed at once; a busy one gets the grace.
-        signal_pids([pid for pid in stage_pids() if command_line(pid).endswith(_IDLE_WORKER_TITLE)], signal.SIGKILL)
+        signal_pids([pid for pid in pids if command_line(pid).endswith(_IDLE_WORKER_TITLE)], signal.SIGKILL)
         wait_until(lambda: not stage_pids(), grace_seconds)
 
     def __enter__(self) -> EmbeddedAirflow:

@@ -1,0 +1,28 @@
+"""`regionflow.processes.command_line`: what the embedded stack's stop reads to find LocalExecutor's idle workers."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from regionflow.processes import command_line
+
+
+def test_command_line_is_the_argv_joined_by_spaces_then_empty_once_the_process_has_exited():
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "an arg"],
+                             stdin=subprocess.PIPE)
+    try:
+        assert command_line(child.pid) == f"{sys.executable} -c import sys; sys.stdin.read() an arg"
+    finally:
+        child.communicate(b"")
+    assert command_line(child.pid) == ""
+
+
+def test_a_title_set_with_setproctitle_is_read_as_set():
+    script = "import setproctitle, sys; setproctitle.setproctitle('airflow worker -- LocalExecutor: <idle>'); " \
+             "print('ready', flush=True); sys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        assert command_line(child.pid).endswith("LocalExecutor: <idle>")
+    finally:
+        child.communicate(b"")
