@@ -8,10 +8,11 @@ from regionflow.processes import command_line
 
 
 def test_command_line_is_the_argv_joined_by_spaces_then_empty_once_the_process_has_exited():
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "an arg"],
-                             stdin=subprocess.PIPE)
+    script = "import sys; print('ready', flush=True); sys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", script, "an arg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        assert command_line(child.pid) == f"{sys.executable} -c import sys; sys.stdin.read() an arg"
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"  # running the script by now
+        assert command_line(child.pid) == f"{sys.executable} -c {script} an arg"
     finally:
         child.communicate(b"")
     assert command_line(child.pid) == ""
