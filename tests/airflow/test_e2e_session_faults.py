@@ -1,7 +1,8 @@
 """Faults on the session backend through Airflow, on two hosts (a and b, each with its own Spark
 Connect server started by the embedded stack): kill -9 of an Airflow component while a region attempt
 runs (the component then restarted, as its supervisor would), and kill -9 of the server that runs a
-region attempt. Each run ends with the reference's sink rows and every slot released."""
+region attempt, and kill -9 of the LocalExecutor worker that supervises a region's task process. Each run
+ends with the reference's sink rows and every slot released."""
 import os
 import re
 import shutil
@@ -12,7 +13,9 @@ import pytest
 from test_e2e import run
 from test_e2e_session import task_log_file
 
+from regionflow.executors.region_executor import UNHEARD_END_GRACE_S
 from regionflow.operators.region import dag_run_outputs
+from regionflow.processes import command_line, live_processes
 from regionflow.scheduling.blocklist import EVERY_JOB
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
@@ -20,6 +23,9 @@ from regionflow.testing import EmbeddedAirflow
 pytestmark = pytest.mark.timeout(900)
 HERE = os.path.dirname(__file__)
 DAG_ID = "orders_host_loss"
+# Airflow fails a task instance whose heartbeats stopped after this long (default 300 s): the end of a try
+# whose supervising worker was killed. Live tasks heartbeat every 2 s (the stack's min_heartbeat_interval).
+HEARTBEAT_TIMEOUT_S = 60
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +35,9 @@ def stack(tmp_path_factory):
     shutil.copytree(os.path.join(HERE, "dags_session"), dags)
     options = {"hosts": "a:slots=4;b:slots=4", "max_shards": "1", "data_dir": str(home / "data"),
                "backend": "session", "blocklist_expiry": "600", "lost_host_probe_interval": "2"}
-    with EmbeddedAirflow(str(home), str(dags), regionflow_options=options) as airflow:
+    extra = {"scheduler": {"task_instance_heartbeat_timeout": str(HEARTBEAT_TIMEOUT_S),
+                           "task_instance_heartbeat_timeout_detection_interval": "5"}}
+    with EmbeddedAirflow(str(home), str(dags), regionflow_options=options, extra_config=extra) as airflow:
         yield airflow
 
 
@@ -79,17 +87,13 @@ def test_a_component_killed_mid_run_leaves_the_run_exact(stack, orders_reference
 
 def task_process(ti_id):
     """The pid of the task process (Airflow's task runner, titled ``airflow worker -- <ti id>``) of a try."""
-    from regionflow.processes import live_processes
+    return next((pid for pid, _, _ in live_processes()
+                 if command_line(pid).startswith(f"airflow worker -- {ti_id}")), None)
 
-    for pid, _, _ in live_processes():
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                title = handle.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if title.startswith(f"airflow worker -- {ti_id}"):
-            return pid
-    return None
+
+def parent_of(pid):
+    """The parent pid of live process `pid`."""
+    return next(parent for child, parent, _ in live_processes() if child == pid)
 
 
 def test_a_killed_task_process_has_its_attempt_settled_and_its_spark_session_interrupted(stack, orders_reference):
@@ -117,6 +121,38 @@ def test_a_killed_task_process_has_its_attempt_settled_and_its_spark_session_int
     assert wait_until(lambda: all(g.state.value == "released" for g in store.grants(DAG_ID, run_id)), 60), \
         [(g.bulk_id, g.state.value) for g in store.grants(DAG_ID, run_id)]
     assert sink_figures(stack, run_id) == (orders_reference["rows"], orders_reference["checksum"])
+
+
+def test_a_killed_worker_ends_its_try_by_heartbeat_and_its_slots_go_back(stack, orders_reference):
+    """kill -9 of the LocalExecutor worker process that supervises `orders`' task process: nobody reports the
+    try's end to the executor and its task process is orphaned. Airflow fails the try once its heartbeats
+    stop (`task_instance_heartbeat_timeout`), the retry runs, and the run succeeds with exactly the
+    reference's rows (whichever attempt commits first wins, the other cannot add a row). The executor gives
+    the unreported try's slots back `UNHEARD_END_GRACE_S` after Airflow's database shows it ended, no
+    attempt is left recorded as running, and no grant is left live."""
+    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+    run_id = run(stack, DAG_ID)
+    victim = running_attempt(store, run_id, "orders")
+    [ti] = [t for t in stack.task_instances(DAG_ID, run_id) if t["task_id"] == "orders"]
+    assert wait_until(lambda: task_process(ti["id"]) is not None, 60), "no task process of orders"
+    task_pid = task_process(ti["id"])
+    worker_pid = parent_of(task_pid)
+    assert "LocalExecutor" in command_line(worker_pid), command_line(worker_pid)  # the worker, not the scheduler
+    os.kill(worker_pid, signal.SIGKILL)
+
+    assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success"
+    tries = [t["try_number"] for t in stack.task_instances(DAG_ID, run_id) if t["task_id"] == "orders"]
+    assert tries == [2], tries  # the first try ended by Airflow's heartbeat check, the retry ran
+    assert sink_figures(stack, run_id) == (orders_reference["rows"], orders_reference["checksum"])
+    assert wait_until(lambda: all(g.state.value == "released" for g in store.grants(DAG_ID, run_id)),
+                      UNHEARD_END_GRACE_S + 90), [(g.bulk_id, g.state.value) for g in store.grants(DAG_ID, run_id)]
+    assert store.live_grants() == []
+    assert wait_until(lambda: store.attempt(victim.attempt_id).state.value != "running", 60), \
+        store.attempt(victim.attempt_id)
+    attempts = [a for a in store.attempts(DAG_ID, run_id) if a.task_id == "orders"]
+    assert not [a for a in attempts if a.state.value == "running"], attempts
+    assert sum(a.state.value == "succeeded" for a in attempts) == 1, attempts  # one commit, one winner
+    assert wait_until(lambda: not os.path.exists(f"/proc/{task_pid}"), 60), "the orphaned task process lives on"
 
 
 # Last in the module: the killed server is down until the test starts it again.
