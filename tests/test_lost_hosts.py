@@ -14,6 +14,7 @@ import time
 import pytest
 from clock_doubles import FakeClock
 from grpc_standin import GrpcServer
+from spark_rpc_standin import SparkRpcStandin
 
 from regionflow.executors.lost_hosts import STILL_SILENT, LostHostWatch, Verdict
 from regionflow.executors.recovery import BlocklistMirror
@@ -132,13 +133,14 @@ def listening(port: int = 0) -> socket.socket:
 
 
 def test_the_submit_backend_probes_a_hosts_standalone_master_and_cannot_tell_about_local_hosts():
-    master = listening()
-    port = master.getsockname()[1]
-    cluster = Cluster.parse(f"a:slots=1,master=spark://127.0.0.1:{port};b:slots=1")
+    master = SparkRpcStandin()
+    cluster = Cluster.parse(f"a:slots=1,master=spark://127.0.0.1:{master.port};b:slots=1")
     probe = SparkHostProbe(cluster, servers=None)
     with master:
         assert probe.answers("a") is True
     assert probe.answers("a") is False  # the master is gone
+    with listening(master.port):
+        assert probe.answers("a") is False  # something holds the port but answers no RPC request
     assert probe.answers("b") is None  # local[k]: nothing to probe
     assert probe.answers("no-such-host") is None
 
@@ -165,8 +167,8 @@ def test_the_session_backend_probes_the_hosts_spark_connect_server(tmp_path):
 
 
 def test_a_session_host_with_a_standalone_master_answers_only_when_both_do(tmp_path):
-    master = listening()
-    cluster = Cluster.parse(f"a:slots=1,master=spark://127.0.0.1:{master.getsockname()[1]}")
+    master = SparkRpcStandin()
+    cluster = Cluster.parse(f"a:slots=1,master=spark://127.0.0.1:{master.port}")
     servers = SessionServers(cluster, str(tmp_path), base_port=free_port())
     probe = SparkHostProbe(cluster, servers)
     with GrpcServer(servers.server("a").port):

@@ -115,3 +115,36 @@ def test_the_host_watch_kills_an_attempt_whose_server_hangs_and_leaves_one_on_a_
     assert result.killed and waited < 30
     assert watcher.lost is not None and watcher.lost.startswith(
         f"host lost: its Spark Connect server at {url} did not answer for 1 s; the attempt was killed")
+
+
+# ---- the standalone master's probe: one Spark RPC request ---------------------------------------
+
+
+def test_the_spark_rpc_probe_is_answered_only_by_a_process_that_replies_with_an_rpc_frame():
+    """Nothing listening, a listener that never reads (a stopped master's port), a server of another
+    protocol: silent. A stand-in answering with an RPC failure frame, as a live master does: answers.
+    (A real master, running and stopped: tests/spark/test_standalone.py.)"""
+    import struct
+
+    from spark_rpc_standin import SparkRpcStandin
+
+    from regionflow.spark.reachability import any_speaks_spark_rpc, speaks_spark_rpc
+
+    assert not speaks_spark_rpc(LOOPBACK, free_port(), timeout=TIMEOUT_S)
+    with socket.socket() as listener:
+        listener.bind((LOOPBACK, 0))
+        listener.listen()
+        began = time.monotonic()
+        assert not speaks_spark_rpc(LOOPBACK, listener.getsockname()[1], timeout=TIMEOUT_S)
+        assert time.monotonic() - began < TIMEOUT_S + 5
+    with GrpcServer() as server:  # speaks HTTP/2: its reply to the frame is no RPC frame
+        assert not speaks_spark_rpc(LOOPBACK, server.port, timeout=TIMEOUT_S)
+    with SparkRpcStandin() as master:
+        assert speaks_spark_rpc(LOOPBACK, master.port)
+        assert any_speaks_spark_rpc([(LOOPBACK, free_port()), (LOOPBACK, master.port)])
+        assert len(master.requests) == 2  # one per probe that reached it
+        frame = master.requests[0]
+    # the frame as Spark's transport decoder reads it: its length, RpcRequest (3), request id, body size
+    length, kind, _, body_size = struct.unpack(">qBqi", frame[:21])
+    assert (length, kind, body_size) == (len(frame), 3, len(frame) - 21)
+    assert b"regionflow-liveness-probe" in frame[21:]

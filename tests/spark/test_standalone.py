@@ -26,7 +26,8 @@ from regionflow.processes import (
     wait_until,
 )
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.reachability import any_answers
+from regionflow.spark.health import SparkHostProbe
+from regionflow.spark.reachability import answers, any_speaks_spark_rpc, speaks_spark_rpc
 from regionflow.spark.runner import LocalRunner, RunOptions
 from regionflow.spark.standalone import StandaloneCluster, StandaloneClusterError, listening_sockets
 from regionflow.spark.submit import RegionSubmission
@@ -140,10 +141,33 @@ def test_only_standalone_masters_are_watched():
     assert standalone_masters("spark://127.0.0.1:7077,[::1]:7078") == [("127.0.0.1", 7077), ("::1", 7078)]
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
-        listener.listen()
+        listener.listen()  # holds the port, answers no RPC request
         port = listener.getsockname()[1]
-        assert any_answers([("127.0.0.1", port)])
-    assert not any_answers([("127.0.0.1", port)])
+        assert not any_speaks_spark_rpc([("127.0.0.1", port)], timeout=0.5)
+    assert not any_speaks_spark_rpc([("127.0.0.1", port)])
+
+
+def test_a_stopped_master_counts_as_lost_although_its_port_still_accepts(standalone_cluster):
+    """The real master answers the probe's RPC request (an RPC failure: it has no such endpoint) without a
+    line in its log; stopped with SIGSTOP, as a hung master, its port still accepts connections but the
+    probe gets no answer, so the lost-host probe (and the HostWatcher, which asks the same) says lost;
+    continued, it answers again."""
+    [(host, port)] = standalone_masters(standalone_cluster.master_url)
+    probe = SparkHostProbe(Cluster.parse(f"a:slots=1,master={standalone_cluster.master_url}"), servers=None)
+    assert speaks_spark_rpc(host, port) and probe.answers("a") is True
+    master = standalone_cluster.pids[0]  # the master JVM, leader of its process group
+    os.killpg(master, signal.SIGSTOP)
+    try:
+        assert answers(host, port)  # the kernel accepts for the stopped process
+        assert not speaks_spark_rpc(host, port, timeout=2.0)
+        assert probe.answers("a") is False
+    finally:
+        os.killpg(master, signal.SIGCONT)
+    assert wait_until(lambda: speaks_spark_rpc(host, port), 30)
+    assert probe.answers("a") is True
+    with open(os.path.join(standalone_cluster.work_dir, "logs", "master.out"), encoding="utf-8") as log:
+        text = log.read()
+    assert "regionflow-liveness-probe" not in text and "Connection reset" not in text, text[-3000:]
 
 
 @pytest.mark.timeout(420)

@@ -6,9 +6,10 @@ The same things are probed here, with the same checks (`reachability`):
 
 - session backend: the host's server serves, answering an HTTP/2 handshake (a stopped or hung server
   that still holds its port does not), and, when the host names a standalone master, that master
-  accepts a connection. A server stopped for being idle is started again by the next attempt, so a host
-  lost with one did not start: nothing to probe, its entry expires;
-- submit backend: the host's standalone master answers;
+  answers an RPC request (a stopped or hung master does not). A server stopped for being idle is
+  started again by the next attempt, so a host lost with one did not start: nothing to probe, its
+  entry expires;
+- submit backend: the host's standalone master answers an RPC request;
 - anything else (``local[k]``, YARN, Kubernetes, a host no longer in the cluster): cannot tell (None),
   and the entry simply expires after ``blocklist_expiry``.
 """
@@ -19,9 +20,9 @@ from typing import TYPE_CHECKING
 from ..core.errors import SpecError
 from .backends import configured_servers
 from .connect import SessionServers
-from .reachability import any_answers
+from .reachability import any_speaks_spark_rpc
 from .targets import spark_target
-from .watch import MASTER_CONNECT_TIMEOUT_S, standalone_masters
+from .watch import MASTER_PROBE_TIMEOUT_S, standalone_masters
 
 if TYPE_CHECKING:
     from ..config import RegionflowConfig
@@ -47,7 +48,7 @@ class SparkHostProbe:
         except SpecError:
             return None
         masters = standalone_masters(spark_target(spec).master)
-        if masters and not any_answers(masters, MASTER_CONNECT_TIMEOUT_S):
+        if masters and not any_speaks_spark_rpc(masters, MASTER_PROBE_TIMEOUT_S):
             return False
         if self.servers is not None:
             server = self.servers.server(host)

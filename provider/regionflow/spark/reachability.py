@@ -1,18 +1,23 @@
 """Whether something answers on a TCP address: the probes behind "is this host's server up".
 
-Two levels, one module:
+Three probes, one module:
 
-- `answers`: the port accepts a TCP connection. Enough for a standalone master (its RPC protocol is
-  Spark's own) and for "is this port taken". A process that is stopped (SIGSTOP) or hung but still
-  listens counts as up here, since the kernel accepts connections for it.
+- `answers`: the port accepts a TCP connection. Enough for "is this port taken". A process that is
+  stopped (SIGSTOP) or hung but still listens counts as up here, since the kernel accepts connections
+  for it.
 - `speaks_http2`: a server process really serves HTTP/2 on the port, which is what a Spark Connect
   (gRPC) client needs. The probe sends the HTTP/2 client preface and waits for the server's SETTINGS
   frame, which every HTTP/2 server sends first; only the server process itself can send it, so a
   stopped or hung Connect server is silent here while `answers` still says yes.
+- `speaks_spark_rpc`: a standalone master (or any Spark RPC endpoint environment) really serves its
+  RPC port. The probe sends one RPC request, in Spark's transport framing, to an endpoint name nobody
+  registers; a live process answers it with an RPC failure ("could not find ..."), quietly (no error
+  in its log), and a stopped or hung one does not answer at all.
 """
 from __future__ import annotations
 
 import socket
+import struct
 import time
 from collections.abc import Iterable
 
@@ -29,6 +34,16 @@ _GOAWAY = b"\x00\x00\x08\x07\x00\x00\x00\x00\x00" + b"\x00" * 8
 _FRAME_HEADER = 9
 _SETTINGS = 0x4
 
+# Spark's RPC transport (its network-common module): a frame is its length (8 bytes, big-endian,
+# counting itself), the message type (1 byte) and the message. An RpcRequest (type 3) is a request id
+# (8 bytes), the body's length (4 bytes) and the body, which NettyRpcEnv reads as the sender's address
+# (a boolean, absent here), the receiver's address (a boolean, host as Java's writeUTF, port as an int),
+# the endpoint name (writeUTF) and the content (Java serialization; a String needs no class).
+_RPC_REQUEST, _RPC_RESPONSE, _RPC_FAILURE = 3, 4, 5
+_PROBE_ENDPOINT = "regionflow-liveness-probe"
+_PROBE_REQUEST_ID = 1
+_MAX_REPLY_BYTES = 1 << 20  # the failure's text is a stack trace of a few KiB
+
 
 def answers(host: str, port: int, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> bool:
     """True when a TCP connection to (`host`, `port`) is accepted within `timeout` seconds."""
@@ -39,9 +54,62 @@ def answers(host: str, port: int, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) ->
         return False
 
 
-def any_answers(addresses: Iterable[tuple[str, int]], timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> bool:
-    """True when one of `addresses` (host, port) answers; tried in order, each for at most `timeout` s."""
-    return any(answers(host, port, timeout) for host, port in addresses)
+def any_speaks_spark_rpc(addresses: Iterable[tuple[str, int]], timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_S) -> bool:
+    """True when one of `addresses` (host, port), the masters of a ``spark://`` URL, answers a Spark RPC
+    request (`speaks_spark_rpc`); tried in order, each for at most `timeout` s."""
+    return any(speaks_spark_rpc(host, port, timeout) for host, port in addresses)
+
+
+def speaks_spark_rpc(host: str, port: int, timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_S) -> bool:
+    """True when the process on (`host`, `port`) answers a Spark RPC request with an RPC response or
+    failure frame within `timeout` seconds in all (connecting included); False when nothing listens,
+    the process does not answer (stopped, hung) or it speaks another protocol."""
+    deadline = time.monotonic() + timeout
+    try:
+        request = _spark_rpc_request(host, int(port))
+        with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+            connection.sendall(request)
+            header = _read_exactly(connection, _FRAME_HEADER, deadline)
+            if header is None or header[8] not in (_RPC_RESPONSE, _RPC_FAILURE):
+                return False
+            # read the rest of the reply before closing: a socket closed with unread data resets the
+            # connection, and the server logs a warning with a stack trace for each reset
+            rest = struct.unpack(">q", header[:8])[0] - _FRAME_HEADER
+            if 0 < rest <= _MAX_REPLY_BYTES:
+                _read_exactly(connection, rest, deadline)
+            return True
+    except (OSError, ValueError, OverflowError, struct.error):
+        return False
+
+
+def _spark_rpc_request(host: str, port: int) -> bytes:
+    """One RpcRequest frame to `_PROBE_ENDPOINT` at (`host`, `port`) (see the framing note above)."""
+    content = b"\xac\xed\x00\x05" + b"\x74" + _java_utf(_PROBE_ENDPOINT)  # Java serialization of a String
+    body = (b"\x00" + b"\x01" + _java_utf(host) + struct.pack(">i", port) + _java_utf(_PROBE_ENDPOINT)
+            + content)
+    message = struct.pack(">BqI", _RPC_REQUEST, _PROBE_REQUEST_ID, len(body)) + body
+    return struct.pack(">q", 8 + len(message)) + message
+
+
+def _java_utf(text: str) -> bytes:
+    """`text` as Java's DataOutput.writeUTF writes it (a 2-byte length, then the bytes; ASCII here)."""
+    encoded = text.encode("ascii")
+    return struct.pack(">H", len(encoded)) + encoded
+
+
+def _read_exactly(connection: socket.socket, size: int, deadline: float) -> bytes | None:
+    """`size` bytes from `connection` before `deadline` (monotonic), or None (timed out, or closed first)."""
+    data = b""
+    while len(data) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        connection.settimeout(left)
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
 
 
 def connect_address(url: str) -> tuple[str, int]:
@@ -71,16 +139,9 @@ def speaks_http2(host: str, port: int, timeout: float = DEFAULT_HANDSHAKE_TIMEOU
     try:
         with socket.create_connection((host, int(port)), timeout=timeout) as connection:
             connection.sendall(_CLIENT_PREFACE)
-            header = b""
-            while len(header) < _FRAME_HEADER:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                connection.settimeout(left)
-                chunk = connection.recv(_FRAME_HEADER - len(header))
-                if not chunk:
-                    return False  # closed on us: not an HTTP/2 server
-                header += chunk
+            header = _read_exactly(connection, _FRAME_HEADER, deadline)
+            if header is None:
+                return False  # silent, or closed on us: not an HTTP/2 server
             try:
                 connection.sendall(_GOAWAY)
             except OSError:
@@ -91,4 +152,4 @@ def speaks_http2(host: str, port: int, timeout: float = DEFAULT_HANDSHAKE_TIMEOU
 
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_HANDSHAKE_TIMEOUT_S", "LOSS_HANDSHAKE_TIMEOUT_S", "answers",
-           "any_answers", "connect_address", "connect_server_serves", "speaks_http2"]
+           "any_speaks_spark_rpc", "connect_address", "connect_server_serves", "speaks_http2", "speaks_spark_rpc"]

@@ -12,8 +12,9 @@ driver whose standalone master and worker were stopped in the middle of a job wa
 for executors 214 s later, until it was killed; a Spark Connect client whose server hangs (a
 stopped process still holds its port) waits for the reply forever. So, while an attempt runs, the
 watcher asks every `interval` seconds whatever the attempt needs on its host: its ``spark://``
-master's port accepts a connection, and, on the session backend, its Spark Connect server answers
-an HTTP/2 handshake (`reachability`). Once that has failed for `timeout` seconds it kills the
+master answers an RPC request, and, on the session backend, its Spark Connect server answers an
+HTTP/2 handshake (`reachability`; a stopped or hung process that still holds its port answers
+neither). Once that has failed for `timeout` seconds it kills the
 submission and says why. ``local[k]`` masters run on this machine and are not watched. No Airflow
 imports.
 """
@@ -26,12 +27,12 @@ from typing import Any
 
 from ..core.attempts import AttemptState
 from .masters import Master, MasterKind, master_problem
-from .reachability import LOSS_HANDSHAKE_TIMEOUT_S, any_answers, connect_address, connect_server_serves
+from .reachability import LOSS_HANDSHAKE_TIMEOUT_S, any_speaks_spark_rpc, connect_address, connect_server_serves
 from .store import CommittedUnit, PartitionStore
 
 DEFAULT_WATCH_INTERVAL_S = 1.0
 DEFAULT_HOST_LOST_TIMEOUT_S = 30.0
-MASTER_CONNECT_TIMEOUT_S = 2.0  # how long one connection to a standalone master may take
+MASTER_PROBE_TIMEOUT_S = 2.0  # how long a standalone master may take to answer one RPC request
 
 
 class _SubmissionWatcher:
@@ -102,7 +103,7 @@ def standalone_masters(master: str | None) -> list[tuple[str, int]]:
 
 class HostWatcher(_SubmissionWatcher):
     """Kill `submission` once its host has been silent for `timeout` seconds: none of its standalone
-    `master`'s addresses accepts a connection, or its Spark Connect server at `server_url` (``sc://``;
+    `master`'s addresses answers a Spark RPC request, or its Spark Connect server at `server_url` (``sc://``;
     None with the submit backend) does not answer an HTTP/2 handshake."""
 
     def __init__(self, master: str | None, submission: Any, timeout: float = DEFAULT_HOST_LOST_TIMEOUT_S,
@@ -122,7 +123,7 @@ class HostWatcher(_SubmissionWatcher):
 
     def _silent(self) -> tuple[str, str] | None:
         """(what does not answer now, who would wait for it), or None."""
-        if self.addresses and not any_answers(self.addresses, MASTER_CONNECT_TIMEOUT_S):
+        if self.addresses and not any_speaks_spark_rpc(self.addresses, MASTER_PROBE_TIMEOUT_S):
             return f"master {self.master}", "Spark's driver"
         if self.server_url and not connect_server_serves(self.server_url, LOSS_HANDSHAKE_TIMEOUT_S):
             return f"its Spark Connect server at {self.server_url}", "the Spark Connect client"
