@@ -49,6 +49,25 @@ class RegionTaskFailed(RegionflowError):
     """The unit's Spark application failed."""
 
 
+class TaskSupervisorGone(RegionflowError):
+    """The task process can no longer write its log: the Airflow worker process that supervises it (and
+    reads its output, and sends its heartbeats) is gone, killed for instance."""
+
+
+def supervised_log(write: Callable[[str], None]) -> Callable[[str], None]:
+    """`write` (the task log), raising `TaskSupervisorGone` instead of the bare `BrokenPipeError` a log
+    line meets once the supervising worker has died, so the attempt ends at once, saying why (an
+    orphaned task process holds no slots any more, and Airflow retries the try when its heartbeats stop)."""
+    def log_line(line: str) -> None:
+        try:
+            write(line)
+        except BrokenPipeError as error:
+            raise TaskSupervisorGone(
+                "the task process lost its supervisor (its log pipe is broken: the Airflow worker process that "
+                "runs it is gone); Airflow fails this try once its heartbeats stop and retries it") from error
+    return log_line
+
+
 def dag_run_outputs(dag_file: str, dag_id: str, run_id: str, data_dir: str,
                     max_shards: int) -> tuple[UnitLayout, PartitionStore]:
     """The unit layout of a transformed DAG and its run's partition store (committed units, sinks):
@@ -107,7 +126,8 @@ class RegionOperator(BaseOperator):
         backend = configured_backend(config, config.spark_conf, lambda: prepared.py_files(task))
         recorder = StoreRecorder(store, dag.dag_id, run_id, ti.task_id, ti.map_index, bulk_id=bulk_id)
         self._attempt = Attempt(task, prepared.task_path(attempt_id), host, slots, backend, prepared.partitions,
-                                recorder=recorder, on_line=self.log.info, watch_interval=self.watch_interval)
+                                recorder=recorder, on_line=supervised_log(self.log.info),
+                                watch_interval=self.watch_interval)
         self.log.info("unit %s: %d region(s) on host %s with %d slot(s), attempt %s (%s backend)", task.unit_name,
                       len(task.regions), host.name, slots, attempt_id, backend.name)
         outcome = self._attempt.run()
