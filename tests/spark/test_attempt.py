@@ -164,3 +164,58 @@ def test_the_state_diagram_has_no_way_out_of_an_end_state_and_names_the_allowed_
     with pytest.raises(AttemptTransitionError, match="from created it can go to: failed, killed, lost_commit, running"):
         check_attempt_move("x", "v[0]", AttemptState.CREATED, AttemptState.SUCCEEDED)
     check_attempt_move("x", "v[0]", AttemptState.RUNNING, AttemptState.SUCCEEDED)
+
+
+_ORPHAN = """
+import json, os, sys
+from speculation_fakes import runs_until_killed
+from test_attempt import RecordingBackend, make
+from regionflow.spark.store import PartitionStore
+partitions = PartitionStore(sys.argv[1], "run1")
+attempt = make(partitions, RecordingBackend(runs_until_killed(timeout=60)), parent_pid=os.getppid())
+open(sys.argv[2] + ".ready", "w").close()
+outcome = attempt.run()
+with open(sys.argv[2], "w") as handle:
+    json.dump({"state": outcome.state.value, "failure": outcome.failure}, handle)
+"""
+_MIDDLE = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], *sys.argv[2:]])
+print(child.pid, flush=True)
+child.wait()
+"""
+
+
+def test_an_attempt_whose_process_loses_its_parent_is_killed_saying_so(tmp_path):
+    """A real process tree, as Airflow's worker (the parent) and the task process (the child) are: the
+    child runs an attempt with ``parent_pid`` set; kill -9 of the parent kills the attempt within seconds
+    (its ParentWatcher sees the child re-parented) and the failure says why."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from regionflow.processes import live_processes
+
+    out = tmp_path / "outcome.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    middle = subprocess.Popen([sys.executable, "-c", _MIDDLE, _ORPHAN, str(tmp_path / "data"), str(out)],
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        child = int(middle.stdout.readline())
+        assert wait_for(lambda: os.path.exists(f"{out}.ready"), timeout=60)
+        time.sleep(0.3)  # the attempt runs (a live parent: nothing happens)
+        assert not out.exists()
+        os.kill(middle.pid, signal.SIGKILL)
+        middle.wait(10)
+        assert wait_for(lambda: out.exists() and out.stat().st_size > 0, timeout=20), "the orphan's attempt goes on"
+    finally:
+        if middle.poll() is None:
+            middle.kill()
+    ended = json.loads(out.read_text())
+    assert ended["state"] == "killed", ended
+    assert ended["failure"].startswith(f"orphaned: the process that started this attempt (pid {middle.pid}, its "
+                                       "supervisor) is gone; the attempt was killed"), ended
+    assert wait_for(lambda: child not in {pid for pid, _, _ in live_processes()}, timeout=20)  # and it ended

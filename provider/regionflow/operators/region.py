@@ -127,7 +127,7 @@ class RegionOperator(BaseOperator):
         recorder = StoreRecorder(store, dag.dag_id, run_id, ti.task_id, ti.map_index, bulk_id=bulk_id)
         self._attempt = Attempt(task, prepared.task_path(attempt_id), host, slots, backend, prepared.partitions,
                                 recorder=recorder, on_line=supervised_log(self.log.info),
-                                watch_interval=self.watch_interval)
+                                watch_interval=self.watch_interval, parent_pid=os.getppid())
         self.log.info("unit %s: %d region(s) on host %s with %d slot(s), attempt %s (%s backend)", task.unit_name,
                       len(task.regions), host.name, slots, attempt_id, backend.name)
         outcome = self._attempt.run()

@@ -13,7 +13,8 @@ the calling thread, ``kill()`` from any thread, ``master`` and ``server_url`` fo
 its two implementations are in `backends`: ``submit`` (a spark-submit per attempt) and ``session`` (a
 client session on the host's long-lived Spark Connect server). Every attempt runs under a
 `CommitWatcher` (another attempt's commit kills it) and a `HostWatcher` (a silent standalone master or
-Spark Connect server is a lost host). An `AttemptRecorder` (regionflow's store, for Airflow runs)
+Spark Connect server is a lost host), and, given `parent_pid`, a `ParentWatcher` (an attempt whose
+process lost that parent, its supervisor, is killed). An `AttemptRecorder` (regionflow's store, for Airflow runs)
 sees the start and the end.
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .watch import (
     DEFAULT_WATCH_INTERVAL_S,
     CommitWatcher,
     HostWatcher,
+    ParentWatcher,
     Settlement,
     explain,
     settle,
@@ -142,7 +144,7 @@ class Attempt:
     def __init__(self, task: UnitTask, task_path: str, host: Host, slots: int, backend: Backend,
                  partitions: PartitionStore, *, recorder: AttemptRecorder | None = None,
                  on_line: Callable[[str], None] | None = None, watch_interval: float = DEFAULT_WATCH_INTERVAL_S,
-                 host_lost_timeout: float = DEFAULT_HOST_LOST_TIMEOUT_S) -> None:
+                 host_lost_timeout: float = DEFAULT_HOST_LOST_TIMEOUT_S, parent_pid: int | None = None) -> None:
         if not task.attempt_id:
             raise RegionflowError(f"unit {task.unit_name}: an attempt needs an attempt id in its unit task")
         self.task = task
@@ -155,6 +157,7 @@ class Attempt:
         self.on_line = on_line
         self.watch_interval = watch_interval
         self.host_lost_timeout = host_lost_timeout
+        self.parent_pid = parent_pid  # given: the attempt is killed once this process loses that parent
         self._lock = threading.Lock()
         self._state = AttemptState.CREATED
         self._cancelled = False
@@ -191,10 +194,11 @@ class Attempt:
             self.recorder.started(self)
         with CommitWatcher(self.partitions, self.task.unit_key, self.attempt_id, execution, self.watch_interval), \
                 HostWatcher(execution.master, execution, self.host_lost_timeout,
-                            server_url=execution.server_url) as host_watch:
+                            server_url=execution.server_url) as host_watch, \
+                ParentWatcher(self.parent_pid, execution, self.watch_interval) as parent_watch:
             result = execution.run()
         settlement = settle(result, self.partitions, self.task.unit_key, self.attempt_id)
-        failure = None if result.ok else explain(result, host_watch)
+        failure = None if result.ok else explain(result, host_watch, parent_watch)
         lost = host_watch.lost or (result.error if getattr(result, "host_lost", False) else None)
         return self._end(AttemptOutcome(settlement.state, settlement, result, failure, lost))
 

@@ -20,6 +20,7 @@ imports.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -143,11 +144,36 @@ class HostWatcher(_SubmissionWatcher):
         return True
 
 
-def explain(result: Any, host_watcher: HostWatcher | None) -> str:
-    """The failure text of an attempt: the host-lost reason first when that is why it ended."""
+class ParentWatcher(_SubmissionWatcher):
+    """Kill `submission` once this process has lost the parent `parent_pid` that started it (a task
+    process whose supervising Airflow worker was killed): nobody reads its output or reports its end
+    any more and its slots are given back without it, so its Spark work must not go on. A process
+    whose parent dies is re-parented, so ``os.getppid()`` changes; checked every `interval` s."""
+
+    def __init__(self, parent_pid: int | None, submission: Any, interval: float = DEFAULT_WATCH_INTERVAL_S) -> None:
+        super().__init__(submission, interval, "parent-watch")
+        self.parent_pid = parent_pid
+        self.orphaned: str | None = None  # why, once this watcher killed the submission
+
+    def _should_watch(self) -> bool:
+        return self.parent_pid is not None
+
+    def _tick(self) -> bool:
+        if os.getppid() == self.parent_pid:
+            return False
+        self.orphaned = (f"orphaned: the process that started this attempt (pid {self.parent_pid}, its "
+                         f"supervisor) is gone; the attempt was killed")
+        self.submission.kill(wait=False)
+        return True
+
+
+def explain(result: Any, host_watcher: HostWatcher | None, parent_watcher: ParentWatcher | None = None) -> str:
+    """The failure text of an attempt: the host-lost or orphaned reason first when that is why it ended."""
     described = result.describe()
     if host_watcher is not None and host_watcher.lost:
         return f"{host_watcher.lost}; {described}"
+    if parent_watcher is not None and parent_watcher.orphaned:
+        return f"{parent_watcher.orphaned}; {described}"
     return described
 
 
@@ -195,5 +221,5 @@ def _discard_quietly(partitions: PartitionStore, unit_key: str, attempt_id: str)
         pass
 
 
-__all__ = ["CommitWatcher", "DEFAULT_HOST_LOST_TIMEOUT_S", "DEFAULT_WATCH_INTERVAL_S", "HostWatcher",
+__all__ = ["CommitWatcher", "DEFAULT_HOST_LOST_TIMEOUT_S", "DEFAULT_WATCH_INTERVAL_S", "HostWatcher", "ParentWatcher",
            "Settlement", "explain", "settle", "standalone_masters"]
