@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 
+from stopping import pause_group, resume_group
+
 _SERVE = """
 import sys
 from concurrent import futures
@@ -38,11 +40,12 @@ class GrpcServer:
         self.port = int(line)
 
     def pause(self) -> None:
-        """Stop the server's process (SIGSTOP): the kernel still accepts connections on its port."""
-        os.killpg(self.process.pid, signal.SIGSTOP)
+        """Stop the server's process (SIGSTOP, and wait until it took): the kernel still accepts
+        connections on its port."""
+        pause_group(self.process.pid)
 
     def resume(self) -> None:
-        os.killpg(self.process.pid, signal.SIGCONT)
+        resume_group(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:

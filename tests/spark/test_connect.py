@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from stopping import pause_group, resume_group
 
 from regionflow.bench.core_sharing import free_cores_after_cancel, share_cores
 from regionflow.cli import main as cli
@@ -135,7 +136,7 @@ def test_a_stopped_server_still_holds_its_port_but_no_longer_serves(server, caps
     spec = ["--hosts", f"{server.host.name}:slots=2", "--state-dir", server.state_dir, "--base-port", str(server.port)]
     pid = server.status().pid
     group = os.getpgid(pid)
-    os.killpg(group, signal.SIGSTOP)
+    pause_group(group)
     try:
         assert server.reachable()
         assert not server.serving()
@@ -145,7 +146,7 @@ def test_a_stopped_server_still_holds_its_port_but_no_longer_serves(server, caps
         assert f"{server.host.name}: silent at {server.url} (process {pid} holds the port but answers no " \
                "HTTP/2 handshake (stopped or hung)" in printed, printed
     finally:
-        os.killpg(group, signal.SIGCONT)
+        resume_group(group)
     assert server.serving()
     assert cli(["session", "status", *spec]) == 0
     assert f"{server.host.name}: up at {server.url}" in capsys.readouterr().out
@@ -351,12 +352,12 @@ def test_an_attempt_on_a_server_that_hangs_is_killed_as_host_lost_and_nothing_of
         while not any(running in line and session_id in line for line in server_log_lines(server)):
             assert time.monotonic() < deadline and runner.is_alive(), lines
             time.sleep(0.5)
-        os.killpg(group, signal.SIGSTOP)
+        pause_group(group)
         try:
             runner.join(timeout=120)
             assert not runner.is_alive(), "the attempt still waits for the hung server"
         finally:
-            os.killpg(group, signal.SIGCONT)
+            resume_group(group)
     result = ended["result"]
     assert result.killed and not result.ok, result
     assert watcher.lost is not None and watcher.lost.startswith(

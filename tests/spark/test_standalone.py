@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from stopping import pause_group, resume_group
 
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
@@ -156,13 +157,13 @@ def test_a_stopped_master_counts_as_lost_although_its_port_still_accepts(standal
     probe = SparkHostProbe(Cluster.parse(f"a:slots=1,master={standalone_cluster.master_url}"), servers=None)
     assert speaks_spark_rpc(host, port) and probe.answers("a") is True
     master = standalone_cluster.pids[0]  # the master JVM, leader of its process group
-    os.killpg(master, signal.SIGSTOP)
+    pause_group(master)
     try:
         assert answers(host, port)  # the kernel accepts for the stopped process
         assert not speaks_spark_rpc(host, port, timeout=2.0)
         assert probe.answers("a") is False
     finally:
-        os.killpg(master, signal.SIGCONT)
+        resume_group(master)
     assert wait_until(lambda: speaks_spark_rpc(host, port), 30)
     assert probe.answers("a") is True
     with open(os.path.join(standalone_cluster.work_dir, "logs", "master.out"), encoding="utf-8") as log:
