@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 
-from regionflow.processes import process_group_members, wait_until
+from regionflow.processes import process_group_members, thread_states, wait_until
 
 STOPPED_STATES = ("T", "t")  # stopped by a signal; stopped by a tracer
 
@@ -28,16 +28,5 @@ def resume_group(pgid: int) -> None:
 
 
 def _stopped(pid: int) -> bool:
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return True  # gone: nothing of it can answer
-    for thread in threads:
-        try:
-            with open(f"/proc/{pid}/task/{thread}/stat", encoding="utf-8", errors="replace") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue  # the thread ended
-        if state not in STOPPED_STATES and state != "Z":
-            return False
-    return True
+    """Every thread of `pid` is stopped (or ended): nothing of it can answer."""
+    return all(state in STOPPED_STATES or state == "Z" for state in thread_states(pid))

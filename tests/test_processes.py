@@ -27,3 +27,23 @@ def test_a_title_set_with_setproctitle_is_read_as_set():
         assert command_line(child.pid).endswith("LocalExecutor: <idle>")
     finally:
         child.communicate(b"")
+
+
+def test_thread_states_read_each_thread_stopped_then_nothing_once_the_process_exited():
+    import os
+    import signal
+
+    from regionflow.processes import thread_states, wait_until
+
+    script = "import sys, threading; threading.Thread(target=sys.stdin.read, daemon=True).start(); " \
+             "print('ready', flush=True); sys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        assert len(thread_states(child.pid)) == 2 and "T" not in thread_states(child.pid)
+        os.kill(child.pid, signal.SIGSTOP)
+        assert wait_until(lambda: thread_states(child.pid) == ["T", "T"], 10, 0.01), thread_states(child.pid)
+        os.kill(child.pid, signal.SIGCONT)
+    finally:
+        child.communicate(b"")
+    assert thread_states(child.pid) == []

@@ -22,14 +22,30 @@ def live_processes() -> Iterator[tuple[int, int, int]]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
+        fields = _stat_fields(f"/proc/{entry}/stat")
         if len(fields) > 2 and (fields[0] != "Z" or _threads_left(entry)):
             yield int(entry), int(fields[1]), int(fields[2])
+
+
+def thread_states(pid: int) -> list[str]:
+    """The state letter of each thread of process `pid` (``R``, ``S``, ``T`` stopped, ``Z``...), read
+    from /proc; [] once it has exited."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    states = (_stat_fields(f"/proc/{pid}/task/{thread}/stat") for thread in threads)
+    return [fields[0] for fields in states if fields]  # a thread that ended meanwhile has no fields
+
+
+def _stat_fields(path: str) -> list[str]:
+    """The fields of a /proc stat file after the command name (state first), or [] if it is gone."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return []
+    return stat[stat.rfind(")") + 2:].split()  # the command name may hold spaces and ")"
 
 
 def _threads_left(pid: str) -> bool:
@@ -164,4 +180,4 @@ def _wait_group_empty(pgid: int, timeout: float) -> bool:
 
 __all__ = ["DEFAULT_KILL_GRACE_SECONDS", "ProcessInfo", "descendants", "kill_process_group", "live_processes",
            "process_group_members", "reap", "signal_group", "signal_pids", "start_ticks", "tagged_processes",
-           "terminate_process_group", "wait_until"]
+           "terminate_process_group", "thread_states", "wait_until"]

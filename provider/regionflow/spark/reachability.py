@@ -66,8 +66,9 @@ def speaks_spark_rpc(host: str, port: int, timeout: float = DEFAULT_HANDSHAKE_TI
     the process does not answer (stopped, hung) or it speaks another protocol."""
     deadline = time.monotonic() + timeout
     try:
-        request = _spark_rpc_request(host, int(port))
-        with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+        port = int(port)
+        request = _spark_rpc_request(host, port)
+        with socket.create_connection((host, port), timeout=timeout) as connection:
             connection.sendall(request)
             header = _read_exactly(connection, _FRAME_HEADER, deadline)
             if header is None or header[8] not in (_RPC_RESPONSE, _RPC_FAILURE):
