@@ -13,7 +13,11 @@ Two kinds of task carry it:
   its label; the task of the first logical region also carries the plan's reference (the job spec
   without functions, and the mode) for the UI's plan page; a task of a region without upstream regions
   also carries the run's declaration (`RegionNeed`: every shard shape of every region task of the
-  DAG), which the executor checks against the cluster when the run starts (FLIP-138);
+  DAG), which the executor checks against the cluster when the run starts (FLIP-138); a task whose
+  shards read the partitions of only some shards of an upstream region task also says it
+  ``waits_for_inputs`` (per shard, the producer units it reads): a try whose inputs are not all
+  committed when it is queued first runs without slots, defers until they are, and queues for its
+  slots when it resumes (see `INPUTS_GATE_NOTE`);
 - a task that runs **without slots** (`NoSlots`): the speculation sensor, whose pokes are a few store
   reads and must not wait behind regions in the FIFO queue.
 
@@ -31,6 +35,10 @@ from .core.resources import ResourceProfile
 
 KEY = "regionflow"
 VERSION = 1
+# The message of the admission row the RegionExecutor records, released at once, when it runs a try of a
+# task that `waits_for_inputs` without slots; the task reads it to know it must wait (defer) first.
+INPUTS_GATE_NOTE = ("inputs gate: run without slots to defer until the partition groups it reads are committed; "
+                    "it queues for its slots when it resumes")
 
 
 class ContractError(RegionflowError, ValueError):
@@ -65,6 +73,8 @@ class RegionSlots:
     labels: tuple[str, ...]
     plan: Mapping[str, Any] | None = None  # `Plan.reference`: {"job": spec, "mode": mode}
     run_needs: tuple[RegionNeed, ...] = ()  # on tasks of regions without upstream regions: the run's declaration
+    # per shard, the unit keys of the producer units it reads, when the task `waits_for_inputs` (else empty)
+    inputs: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.requests) != len(self.labels) or not self.requests:
@@ -73,9 +83,22 @@ class RegionSlots:
         if any(not shard for shard in self.requests):
             raise ContractError("every shard of a region task asks for at least one slot")
 
+        if self.inputs and len(self.inputs) != len(self.requests):
+            raise ContractError(f"a region task that waits for its inputs names them per shard; got {len(self.inputs)} "
+                                f"input lists for {len(self.requests)} shards")
+
     @property
     def shards(self) -> int:
         return len(self.requests)
+
+    @property
+    def waits_for_inputs(self) -> bool:
+        """Whether each try first defers, without slots, until the producer units its shard reads commit."""
+        return bool(self.inputs)
+
+    def inputs_of(self, map_index: int) -> tuple[str, ...]:
+        """The unit keys of the producer units the shard a task instance runs reads (`waits_for_inputs`)."""
+        return self.inputs[max(map_index, 0)] if self.inputs else ()
 
     def shard(self, map_index: int) -> tuple[tuple[ResourceProfile, ...], str]:
         """The slot requests and label of the shard a task instance runs (`map_index` -1: not mapped)."""
@@ -107,6 +130,8 @@ def to_executor_config(contract: TaskContract) -> dict[str, Any]:
         if contract.run_needs:
             body["run_needs"] = [{"task_id": need.task_id, "label": need.label, "shard": need.shard,
                                   "requests": _run_lengths(need.requests)} for need in contract.run_needs]
+        if contract.inputs:
+            body["waits_for_inputs"] = [list(keys) for keys in contract.inputs]
     return {KEY: body}
 
 
@@ -151,8 +176,9 @@ def from_executor_config(executor_config: Mapping[str, Any] | None, task: str) -
         requests = tuple(tuple(ResourceProfile.from_dict(p) for p in _list(shard)) for shard in _list(body["requests"]))
         labels = tuple(str(label) for label in _list(body["labels"]))
         plan = body.get("plan")
+        inputs = tuple(tuple(str(key) for key in _list(keys)) for keys in _list(body.get("waits_for_inputs", [])))
         return RegionSlots(requests, labels, plan if isinstance(plan, Mapping) else None,
-                           _run_needs(body.get("run_needs", [])))
+                           _run_needs(body.get("run_needs", [])), inputs)
     except ContractError as error:
         raise ContractError(f"task {task}: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
@@ -166,5 +192,5 @@ def _list(value: Any) -> Sequence[Any]:
     return value
 
 
-__all__ = ["KEY", "VERSION", "ContractError", "NoSlots", "RegionNeed", "RegionSlots", "TaskContract",
-           "from_executor_config", "shard_bulk_label", "to_executor_config"]
+__all__ = ["INPUTS_GATE_NOTE", "KEY", "VERSION", "ContractError", "NoSlots", "RegionNeed", "RegionSlots",
+           "TaskContract", "from_executor_config", "shard_bulk_label", "to_executor_config"]

@@ -5,7 +5,10 @@ etc., plain ``>>`` as FORWARD or RESCALE), plans it (invalid graphs raise here, 
 import errors), and rewrites the DAG: the vertex operators go, and each logical region becomes one
 `RegionOperator` task named after its vertices, mapped over its shards when it has more than one.
 Blocking edges between logical regions become Airflow dependencies; tasks the user linked to a
-vertex are linked to its region task. Each region task carries its slot requests in
+vertex are linked to its region task. A region task one of whose shards reads only some shards of an
+upstream region task (a pointwise blocking edge) waits per shard instead: Airflow's ``one_success`` rule
+on its upstream region tasks, then each shard defers until the partitions it reads are committed
+(`regionflow.triggers.inputs`). Each region task carries its slot requests in
 ``executor_config["regionflow"]`` for the RegionExecutor's FIFO bulk pool, through the typed, versioned
 `regionflow.contract` (`RegionSlots`); the task of the first logical region also carries the plan's
 reference (the job spec, without functions, and the mode), which the UI plugin reads from the
@@ -90,6 +93,10 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
              for logical in plan.region_set.logical}
     upstream = _region_dependencies(plan)
     slots = _declare_runs(plan, slots, upstream)
+    waiting = _waiting_regions(plan, layout, upstream, outside_links)
+    slots = {index: replace(region_slots, inputs=tuple(tuple(layout.keys[p] for p in layout.producer_units(unit))
+                                                       for unit in layout.units_of_logical(index)))
+             if index in waiting else region_slots for index, region_slots in slots.items()}
     region_tasks = {index: _region_task(dag, plan, index, region_slots, shards_limit, executor)
                     for index, region_slots in slots.items()}
     _wire_regions(upstream, region_tasks)
@@ -197,10 +204,25 @@ def _declare_runs(plan: Plan, slots: dict[int, RegionSlots], upstream: dict[int,
             for index, region_slots in slots.items()}
 
 
+def _waiting_regions(plan: Plan, layout: UnitLayout, upstream: dict[int, set[int]],
+                     links: list[tuple[str, str, str]]) -> set[int]:
+    """The logical regions whose shards wait for their own inputs, not for every upstream shard: those
+    with several shards, one of which reads only some shards of an upstream region task, and no upstream
+    task but region tasks (a task the user linked upstream must still finish first)."""
+    names = plan.topology.vertex_names
+    logical_of = {names[v]: lr.index for lr in plan.region_set.logical for v in lr.vertices}
+    linked = {logical_of[vertex] for direction, vertex, _ in links if direction == "up"}
+    return {index for index in upstream if index not in linked and len(layout.units_of_logical(index)) > 1
+            and layout.reads_part_of_upstream(index)}
+
+
 def _region_task(dag, plan: Plan, logical: int, slots: RegionSlots, shards_limit: int, executor: str | None):
     arguments = dict(task_id=plan.region_task_id(logical), dag=dag, mode=plan.mode.value, logical=logical,
                      max_shards=shards_limit, executor_config=to_executor_config(slots),
                      weight_rule="absolute", priority_weight=1)
+    if slots.waits_for_inputs:
+        # its shards start once any upstream shard succeeded, then defer until their own inputs are committed
+        arguments.update(waits_for_inputs=True, trigger_rule="one_success")
     if executor:
         arguments["executor"] = executor
     if slots.shards == 1:

@@ -18,6 +18,7 @@ from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
 
 pytestmark = pytest.mark.timeout(1200)
+SESSION_DAGS = os.path.join(os.path.dirname(__file__), "dags_session")
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +28,17 @@ def stack(tmp_path_factory):
     os.makedirs(dags)
     shutil.copy(os.path.join(DAGS, "rf_modes.py"), dags / "rf_modes.py")
     shutil.copy(os.path.join(DAGS, "rf_disk.py"), dags / "rf_disk.py")
+    shutil.copy(os.path.join(SESSION_DAGS, "rf_early_shards.py"), dags / "rf_early_shards.py")
     options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session"}
     with EmbeddedAirflow(str(home), str(dags), regionflow_options=options) as airflow:
         yield airflow
     assert [status.state for status in airflow.session_servers.status()] == ["down"]
 
 
-def task_log_file(stack, dag_id, run_id, task_id, try_number):
+def task_log_file(stack, dag_id, run_id, task_id, try_number, map_index=-1):
     """The try's log file as written (the exception's text is in its structured error detail)."""
     path = os.path.join(stack.logs_dir, f"dag_id={dag_id}", f"run_id={run_id}", f"task_id={task_id}",
-                        f"attempt={try_number}.log")
+                        *([f"map_index={map_index}"] if map_index >= 0 else []), f"attempt={try_number}.log")
     with open(path, encoding="utf-8") as handle:
         return handle.read()
 
@@ -121,3 +123,45 @@ def test_fifty_runs_leave_no_partition_and_gc_lists_exactly_a_planted_orphan(sta
     with open(os.path.join(orphan, "part-00000.parquet"), "wb") as handle:
         handle.write(b"x" * 100)
     assert would_remove() == [("attempt", os.path.relpath(os.path.dirname(os.path.dirname(orphan)), data_dir))]
+
+
+def test_a_shard_runs_once_the_partitions_it_reads_are_committed_not_its_whole_upstream_task(stack):
+    """copy[0] reads only source[0]'s partitions (FORWARD, blocking, 2 shards): it runs and commits while
+    source[1] still pauses; copy[1], queued before its input existed, first ran without slots and
+    deferred (the gate's admission row); the sink holds every row once. With source[1] broken, copy[1] fails naming it and copy[0] still succeeds."""
+    from regionflow.contract import INPUTS_GATE_NOTE
+    from regionflow.examples.orders import ORDER_COUNT
+
+    runs = {dag_id: run(stack, dag_id) for dag_id in ("early_shards", "early_shards_broken")}
+    assert stack.wait_for_run("early_shards", runs["early_shards"], timeout=600) == "success"
+    assert stack.wait_for_run("early_shards_broken", runs["early_shards_broken"], timeout=600) == "failed"
+    data_dir = stack.regionflow_options["data_dir"]
+    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+    dag_file = os.path.join(stack.dags_folder, "rf_early_shards.py")
+
+    layout, partitions = dag_run_outputs(dag_file, "early_shards", runs["early_shards"], data_dir, 2)
+    key_of = {layout.task_instance_of(unit): layout.keys[unit] for unit in range(len(layout.keys))}
+    commits = {c.unit_key: c for c in store.commits("early_shards", runs["early_shards"])}
+    attempts = store.attempts("early_shards", runs["early_shards"])
+    slow_source_end = max(a.ended_at for a in attempts if a.unit_key == key_of[("source", 1)])
+    assert commits[key_of[("copy", 0)]].committed_at < slow_source_end - 5, "copy[0] waited for all of source"
+    assert commits[key_of[("copy", 1)]].committed_at > slow_source_end
+    figures = layout.sink_figures(partitions, data_dir)["copy"]
+    assert figures["rows"] == ORDER_COUNT
+    copies = {ti["map_index"]: ti for ti in stack.task_instances("early_shards", runs["early_shards"])
+              if ti["task_id"] == "copy"}
+    # copy[1] was queued while source[1] ran: its first run held no slots (the gate's row), its resume did
+    admissions = store.admissions(copies[1]["id"], copies[1]["try_number"])
+    assert [a.state.value for a in admissions] == ["released", "released"]
+    assert admissions[0].message == INPUTS_GATE_NOTE and not admissions[0].slots and admissions[1].slots
+    # copy[0] was queued once source[0] had committed: straight to its slots, no gate run
+    assert [bool(a.slots) for a in store.admissions(copies[0]["id"], copies[0]["try_number"])] == [True]
+    assert store.live_grants() == []
+
+    broken = {(ti["task_id"], ti["map_index"]): ti for ti in stack.task_instances("early_shards_broken",
+                                                                                 runs["early_shards_broken"])}
+    assert {key: ti["state"] for key, ti in broken.items()} == {
+        ("source", 0): "success", ("source", 1): "failed", ("copy", 0): "success", ("copy", 1): "failed"}
+    log = task_log_file(stack, "early_shards_broken", runs["early_shards_broken"], "copy",
+                        broken[("copy", 1)]["try_number"], 1)
+    assert "cannot run" in log and "source[1] (failed)" in log, log[-3000:]

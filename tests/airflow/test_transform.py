@@ -64,6 +64,24 @@ def test_region_tasks_are_mapped_over_shards_and_carry_slot_requests(config):
     assert products.weight_rule is not None and products.priority_weight == 1
 
 
+def test_a_region_task_whose_shards_read_part_of_an_upstream_task_waits_shard_by_shard(config):
+    """all-blocking on 2 shards: clean[i] reads orders[i] (FORWARD) and enrich[j] clean[2j..2j+1]
+    (RESCALE), so both wait per shard; totals reads every enrich shard (HASH); orders has a task the user
+    linked upstream (start), and would wait for it anyway."""
+    dag, _ = example(config, mode="all-blocking")
+    rules = {}
+    for task_id in ("orders", "clean", "enrich", "totals"):
+        task = dag.get_task(task_id)
+        kwargs = getattr(task, "partial_kwargs", None) or task.__dict__
+        rule = kwargs.get("trigger_rule")
+        rules[task_id] = (getattr(rule, "value", rule), kwargs.get("waits_for_inputs", False),
+                          bool(kwargs["executor_config"]["regionflow"].get("waits_for_inputs")))
+    assert rules == {"orders": ("all_success", False, False), "clean": ("one_success", True, True),
+                     "enrich": ("one_success", True, True), "totals": ("all_success", False, False)}
+    dag, _ = example(config, mode="pointwise-pipelined-only")  # its blocking edges are BROADCAST and HASH
+    assert "waits_for_inputs" not in dag.get_task("totals").partial_kwargs["executor_config"]["regionflow"]
+
+
 def test_tasks_of_regions_without_upstream_regions_declare_the_whole_run(config):
     """FLIP-138 per run: the region tasks a run starts with carry every distinct shard shape of every
     region task, which the executor checks against the cluster when the run starts."""

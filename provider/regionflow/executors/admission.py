@@ -12,7 +12,11 @@ Facts of Airflow's scheduler the gate is built for (see the README's lifecycle t
   the earlier run is not reported (`end_of_run`);
 - a try queued twice while it waits keeps its place with the newest workload (its token);
 - a task instance marked, cleared or deleted while it waits is withdrawn (`withdraw_changed`);
-- a bulk no state of the cluster can satisfy fails its task at once (the pool says why).
+- a bulk no state of the cluster can satisfy fails its task at once (the pool says why);
+- a try of a task that `waits_for_inputs` (its shard reads only some shards of an upstream region task)
+  whose producer units have not all committed runs first without slots: it defers until they have, and
+  Airflow queues the same try again when it resumes, which asks for the slots (its first admission is
+  recorded released, with `INPUTS_GATE_NOTE`).
 """
 from __future__ import annotations
 
@@ -22,11 +26,11 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ..contract import NoSlots, RegionSlots, TaskContract, shard_bulk_label
+from ..contract import INPUTS_GATE_NOTE, NoSlots, RegionSlots, TaskContract, shard_bulk_label
 from ..core.resources import UNKNOWN
 from ..scheduling.errors import UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
-from ..store import GrantRecord, GrantState, RegionflowStore, bulk_id_for, try_of
+from ..store import GrantRecord, GrantState, RegionflowStore, admission_of, bulk_id_for, try_of
 from .guard import guarded
 from .shared_pool import Decided, SharedPool
 
@@ -151,6 +155,10 @@ class AdmissionGate:
             self.shared.wrote(self.store.record_released(record.bulk_id,
                                                          "stale: no scheduler holds this grant any more"))
             record = self._admission(attempt, bulk)
+        if self._gate_run(attempt, record):
+            self.log.info("RegionExecutor: %s runs without slots until its inputs are committed", key)
+            self._hand_over(workload, key)
+            return
         bulk = replace(bulk, bulk_id=record.bulk_id)
         shortfall = self._run_shortfall(attempt, bulk.job_id)
         if shortfall:
@@ -344,6 +352,21 @@ class AdmissionGate:
                                   label=bulk.label, requests=[p.to_dict() for p in bulk.requests], owner=self.owner)
         self.shared.wrote(record)
         return record
+
+    def _gate_run(self, attempt: Try, record: GrantRecord) -> bool:
+        """Whether this admission is the first of a try that `waits_for_inputs` while a producer unit its
+        shard reads has no commit in the store: then it is recorded released at once (its task defers
+        first, holding nothing) and the try runs without slots."""
+        contract = attempt.contract
+        if not (isinstance(contract, RegionSlots) and contract.waits_for_inputs):
+            return False
+        if record.state is not GrantState.WAITING or admission_of(record.bulk_id) != 1:
+            return False
+        committed = {commit.unit_key for commit in self.store.commits(attempt.dag_id, attempt.run_id)}
+        if set(contract.inputs_of(attempt.map_index)) <= committed:
+            return False  # its inputs are there: it queues for its slots at once
+        self.shared.wrote(self.store.record_released(record.bulk_id, INPUTS_GATE_NOTE))
+        return True
 
     def _hand_over(self, workload: Any, key: Hashable) -> None:
         self.runs[key] = self.runs.get(key, 0) + 1

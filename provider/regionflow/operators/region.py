@@ -7,7 +7,8 @@ runs it as one `Attempt` on the configured backend (``[regionflow] backend``: a 
 session on the host's Spark Connect server). The attempt's output goes to the task log; a failed
 attempt fails the task with the vertex, subtask and Python error; `on_kill` cancels the attempt.
 Run by another executor (or `airflow tasks test`), it uses the first host with as many slots as it
-asked for.
+asked for. A task that `waits_for_inputs` first defers (`InputsCommittedTrigger`) until the producer units
+its shard reads have committed, then runs as above.
 """
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import importlib.util
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from ..config import RegionflowConfig
+from ..contract import INPUTS_GATE_NOTE
 from ..core.adaptive import decided
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
@@ -43,6 +46,7 @@ from ..spark.unit import UnitLayout, grant_target, job_modules
 from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, Settlement
 from ..store import GrantState, RegionflowStore, job_id_for
 from ..store.recorder import StoreRecorder
+from ..triggers.inputs import InputsCommittedTrigger, ProducerShard, failure_message
 
 
 class RegionTaskFailed(RegionflowError):
@@ -103,8 +107,10 @@ class RegionOperator(BaseOperator):
     shallow_copy_attrs = (JOB_ATTRIBUTE,)  # a copied task (partial_subset) gets a shallow copy of the graph
 
     def __init__(self, *, mode: str, logical: int, max_shards: int, shard: int = 0,
-                 watch_interval: float = DEFAULT_WATCH_INTERVAL_S, **kwargs: Any) -> None:
+                 watch_interval: float = DEFAULT_WATCH_INTERVAL_S, waits_for_inputs: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.waits_for_inputs = waits_for_inputs
         self.watch_interval = watch_interval
         self.mode = mode
         self.logical = logical
@@ -117,6 +123,8 @@ class RegionOperator(BaseOperator):
         dag, ti, run_id = context["dag"], context["ti"], context["run_id"]
         prepared = PreparedUnit.of(dag, run_id, self.mode, self.logical, self.max_shards, self.shard, config)
         store = RegionflowStore.from_config(config.store_url)
+        if self.waits_for_inputs:
+            self._defer_until_inputs(prepared, store, ti)
         bulk_id, host, slots = self._granted(store, ti, config, prepared.layout, prepared.unit)
         prepared.claim_sinks()
         attempt_id = f"try{ti.try_number}-{uuid.uuid4().hex[:6]}"
@@ -153,6 +161,33 @@ class RegionOperator(BaseOperator):
                           "cancelled" if outcome.state is AttemptState.LOST_COMMIT else outcome.state.value)
         return {"unit": task.unit_name, "attempt": attempt_id, "winner": winner, "winner_host": settlement.winner_host,
                 "sinks": committed.manifest.get("sinks", {})}
+
+    def execute_ready(self, context: Any, event: Mapping[str, Any] | None = None, unit: str = "") -> dict[str, Any]:
+        """Resumed from `InputsCommittedTrigger`: run, or fail without retrying when a producer shard
+        ended without a commit (a retry could only wait for the same producers)."""
+        if isinstance(event, Mapping) and not event.get("ready", True):
+            raise AirflowFailException(failure_message(unit, event.get("failed", [])))
+        return self.execute(context)
+
+    def _defer_until_inputs(self, prepared: PreparedUnit, store: RegionflowStore, ti: Any) -> None:
+        """Defer (raises Airflow's TaskDeferred) while a producer unit the shard reads has not committed,
+        or when the RegionExecutor ran this try without slots to wait first (`INPUTS_GATE_NOTE`): the
+        trigger fires at once then, and the resumed try queues for its slots."""
+        newest = store.current_grant(ti.id, ti.try_number)
+        gate_run = newest is not None and (newest.message or "").startswith(INPUTS_GATE_NOTE)
+        producers = prepared.producer_shards()
+        pending = [p for p in producers if prepared.partitions.committed(p.unit_key) is None]
+        if not pending and not gate_run:
+            return
+        if pending:
+            self.log.info("unit %s waits, deferred and holding no slots, for the partitions of %d producer "
+                          "shard(s): %s", prepared.name, len(pending), ", ".join(p.label for p in pending))
+        else:
+            self.log.info("unit %s: the partitions it reads are committed; it queues for its slots", prepared.name)
+        trigger = InputsCommittedTrigger(data_dir=prepared.config.data_dir, run_key=prepared.partitions.run_id,
+                                         dag_id=ti.dag_id, run_id=ti.run_id,
+                                         producers=[p.to_list() for p in producers])
+        self.defer(trigger=trigger, method_name="execute_ready", kwargs={"unit": prepared.name})
 
     def _wait_for_copies(self, store: RegionflowStore, prepared: PreparedUnit, dag_id: str, run_id: str,
                          ti: Any, failed: Settlement) -> Settlement:
@@ -277,6 +312,12 @@ class PreparedUnit:
                         width=width, inputs=dict(self._inputs), slots=slots, max_shards=self.layout.max_shards,
                         slot_request=self.layout.slot_request(self.unit, width), parallelism=decided(self.graph),
                         subtasks=self.plan.topology.subtask_count, input_bytes=self._input_bytes)
+
+    def producer_shards(self) -> list[ProducerShard]:
+        """The producer units of other logical regions whose partitions this shard reads."""
+        layout = self.layout
+        return [ProducerShard(*layout.task_instance_of(unit), layout.keys[unit])
+                for unit in layout.producer_units(self.unit)]
 
     def task_path(self, attempt_id: str) -> str:
         return os.path.join(self.work_dir, f"{self.key}-{attempt_id}.json")

@@ -120,6 +120,29 @@ class UnitLayout:
         """The committed datasets the unit reads: one per producer unit and edge."""
         return [store.partition_path(self.keys[producer], edge) for producer, edge in self._producers_read(unit)]
 
+    def producer_units(self, unit: int) -> list[int]:
+        """The units of other logical regions whose partitions `unit` reads."""
+        return sorted({producer for producer, _ in self._producers_read(unit)})
+
+    def reads_part_of_upstream(self, logical: int) -> bool:
+        """Whether a shard of logical region `logical` reads the partitions of only some of the shards of
+        a logical region upstream (a pointwise blocking edge): such a shard can start before its upstream
+        region task has finished every shard (per-partition-group readiness)."""
+        for unit in self.units_of_logical(logical):
+            read: dict[int, set[int]] = {}
+            for producer in self.producer_units(unit):
+                read.setdefault(self.shards[producer].logical, set()).add(producer)
+            if any(len(units) < len(self.units_of_logical(upstream)) for upstream, units in read.items()):
+                return True
+        return False
+
+    def task_instance_of(self, unit: int) -> tuple[str, int]:
+        """(region task id, map index) of the task instance that runs `unit`; map index -1 when the
+        region task is not mapped (its logical region has one shard)."""
+        logical = self.shards[unit].logical
+        units = self.units_of_logical(logical)
+        return self.plan.region_task_id(logical), (units.index(unit) if len(units) > 1 else -1)
+
     def _producers_read(self, unit: int) -> list[tuple[int, int]]:
         """(producer unit, edge) pairs of the groups `unit` reads from other units, each once."""
         topology = self.plan.topology
