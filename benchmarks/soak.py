@@ -9,7 +9,7 @@ killed (``--restart-mode kill``: kill -9, the next one adopts its grants and tas
 
 Printed (text, or --format json):
 
-- runs triggered, succeeded, failed; scheduler restarts;
+- runs triggered, succeeded, failed; scheduler restarts; gate runs (``--max-shards 2``);
 - queue wait per grant (from the store: granted_at - submitted_at), p50 and p99;
 - the data dir's largest size while it ran and its size at the end, and the blocking partitions left
   on disk (with ``partition_retention = 0`` every one is deleted once its consumers committed);
@@ -17,7 +17,11 @@ Printed (text, or --format json):
   running then (must be 0).
 
 Usage: .venv/bin/python benchmarks/soak.py [--duration 3600] [--interval 20] [--restart-every 600]
-       [--restart-mode kill|term] [--slots 2] [--retention 0] [--format text|json]
+       [--restart-mode kill|term] [--slots 2] [--retention 0] [--max-shards 1] [--format text|json]
+
+With ``--max-shards 2`` every region task has two shards, and `clean` and `enrich` (FORWARD and RESCALE,
+blocking) wait per shard for the partitions they read (per-partition-group readiness): ``gate_runs``
+counts the tries that ran without slots and deferred first.
 
 The issue's setting is the default (1 hour, a restart every 10 min); a short look:
 ``--duration 300 --restart-every 100``.
@@ -33,6 +37,7 @@ import threading
 import time
 from typing import Any
 
+from regionflow.contract import INPUTS_GATE_NOTE
 from regionflow.spark.filesystems import LocalFileSystem
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
@@ -105,7 +110,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     with open(os.path.join(dags, "soak_orders.py"), "w", encoding="utf-8") as handle:
         handle.write(DAG_SOURCE)
     options = {"hosts": f"localhost:slots={args.slots}", "data_dir": data, "backend": "session",
-               "partition_retention": str(args.retention), "max_shards": "1"}
+               "partition_retention": str(args.retention), "max_shards": str(args.max_shards)}
     with EmbeddedAirflow(os.path.join(root, "home"), dags, regionflow_options=options) as stack:
         stack.wait_for_dag(DAG_ID, timeout=300)
         stack.unpause(DAG_ID)
@@ -135,11 +140,13 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         return {
             "duration_s": args.duration, "interval_s": args.interval, "restart_every_s": args.restart_every,
             "restart_mode": args.restart_mode, "slots": args.slots, "partition_retention_s": args.retention,
+            "max_shards": args.max_shards,
             "runs_triggered": len(run_ids),
             "runs_succeeded": sum(1 for state in states.values() if state == "success"),
             "runs_failed": sum(1 for state in states.values() if state == "failed"),
             "scheduler_restarts": restarts,
             "grants": len(grants),
+            "gate_runs": sum(1 for g in grants if g.message == INPUTS_GATE_NOTE),
             "queue_wait_p50_s": _round(percentile(waits, 0.5)),
             "queue_wait_p99_s": _round(percentile(waits, 0.99)),
             "data_dir_max_mib": round(disk.largest / 2**20, 2),
@@ -171,6 +178,8 @@ def main() -> None:
     parser.add_argument("--restart-every", type=float, default=600.0, help="seconds between scheduler restarts")
     parser.add_argument("--restart-mode", choices=("kill", "term"), default="kill")
     parser.add_argument("--slots", type=int, default=2)
+    parser.add_argument("--max-shards", type=int, default=1,
+                        help="[regionflow] max_shards: with 2, clean and enrich wait per shard for their inputs")
     parser.add_argument("--retention", type=float, default=0.0, help="[regionflow] partition_retention")
     parser.add_argument("--drain-timeout", type=float, default=1800.0, help="seconds to wait for the last runs")
     parser.add_argument("--format", choices=("text", "json"), default="text")
