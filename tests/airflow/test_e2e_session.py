@@ -128,7 +128,8 @@ def test_fifty_runs_leave_no_partition_and_gc_lists_exactly_a_planted_orphan(sta
 def test_a_shard_runs_once_the_partitions_it_reads_are_committed_not_its_whole_upstream_task(stack):
     """copy[0] reads only source[0]'s partitions (FORWARD, blocking, 2 shards): it runs and commits while
     source[1] still pauses; copy[1], queued before its input existed, first ran without slots and
-    deferred (the gate's admission row); the sink holds every row once. With source[1] broken, copy[1] fails naming it and copy[0] still succeeds."""
+    deferred (the gate's admission row); the sink holds every row once. With source[1] broken, copy[1]
+    fails naming it and copy[0] still succeeds."""
     from regionflow.contract import INPUTS_GATE_NOTE
     from regionflow.examples.orders import ORDER_COUNT
 
