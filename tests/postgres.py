@@ -15,6 +15,9 @@ import subprocess
 USER = "regionflow"
 
 
+IDLE_IN_TRANSACTION_TIMEOUT = "30s"
+
+
 def find_bin(name: str) -> str | None:
     """A PostgreSQL program from PATH, else from Debian's /usr/lib/postgresql/<version>/bin."""
     found = shutil.which(name)
@@ -42,8 +45,13 @@ class PostgresServer:
             os.chown(directory, account.pw_uid, account.pw_gid)
             self._as_user = ["runuser", "-u", "postgres", "--"]
         self._run([initdb, "-D", self.data, "-A", "trust", "-U", USER, "--no-sync", "-E", "UTF8"])
+        # idle_in_transaction_session_timeout: a scheduler killed with kill -9 inside a transaction leaves it
+        # open, with its row locks (a DAG run's row: the other scheduler skips that run), for as long as a
+        # LocalExecutor worker it forked is alive: the worker inherited the connection's socket (see the
+        # README, "Several schedulers, one pool"). The timeout ends such a session, as in production.
         self._run([self.pg_ctl, "-D", self.data, "-w", "-t", "60", "-l", os.path.join(directory, "server.log"),
-                   "-o", f"-h 127.0.0.1 -p {self.port} -k {directory} -c fsync=off -c max_connections=200",
+                   "-o", f"-h 127.0.0.1 -p {self.port} -k {directory} -c fsync=off -c max_connections=200 "
+                         f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT}",
                    "start"])
 
     def url(self, database: str = "postgres") -> str:
