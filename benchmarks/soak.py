@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any
 
-from regionflow.contract import INPUTS_GATE_NOTE
+from regionflow.contract import is_inputs_gate
 from regionflow.spark.filesystems import LocalFileSystem
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
@@ -146,7 +146,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             "runs_failed": sum(1 for state in states.values() if state == "failed"),
             "scheduler_restarts": restarts,
             "grants": len(grants),
-            "gate_runs": sum(1 for g in grants if g.message == INPUTS_GATE_NOTE),
+            "gate_runs": sum(1 for g in grants if is_inputs_gate(g.message)),
             "queue_wait_p50_s": _round(percentile(waits, 0.5)),
             "queue_wait_p99_s": _round(percentile(waits, 0.99)),
             "data_dir_max_mib": round(disk.largest / 2**20, 2),

@@ -11,7 +11,7 @@ import os
 import pytest
 from gate_doubles import Counts, NoCopies, NoRecovery, RecordingWorkers, end
 
-from regionflow.contract import INPUTS_GATE_NOTE, RegionSlots, from_executor_config, to_executor_config
+from regionflow.contract import INPUTS_GATE_NOTE, RegionSlots, from_executor_config, is_inputs_gate, to_executor_config
 from regionflow.core.plan import Plan
 from regionflow.core.resources import UNKNOWN
 from regionflow.examples import orders
@@ -141,6 +141,7 @@ def test_a_waiting_try_runs_first_without_slots_and_its_resume_asks_for_them(gat
     assert gate.operations.handed() == ["workload:holder", "workload:enrich (gate)"]
     [gate_row] = gate.store.admissions("ti-enrich", 1)
     assert gate_row.state.value == "released" and gate_row.message == INPUTS_GATE_NOTE and not gate_row.slots
+    assert is_inputs_gate(gate_row.message) and not is_inputs_gate(None)
     end(gate, shard, "deferred")
     gate.admit("workload:enrich (resumed)", shard)  # the resume waits for its slots, FIFO
     assert gate.operations.handed() == ["workload:holder", "workload:enrich (gate)"]

@@ -41,6 +41,11 @@ INPUTS_GATE_NOTE = ("inputs gate: run without slots to defer until the partition
                     "it queues for its slots when it resumes")
 
 
+def is_inputs_gate(message: str | None) -> bool:
+    """Whether an admission row's message marks the slotless first run of a try that waits for its inputs."""
+    return message == INPUTS_GATE_NOTE
+
+
 class ContractError(RegionflowError, ValueError):
     """A task's ``executor_config["regionflow"]`` is not what this regionflow reads."""
 
@@ -193,4 +198,4 @@ def _list(value: Any) -> Sequence[Any]:
 
 
 __all__ = ["INPUTS_GATE_NOTE", "KEY", "VERSION", "ContractError", "NoSlots", "RegionNeed", "RegionSlots",
-           "TaskContract", "from_executor_config", "shard_bulk_label", "to_executor_config"]
+           "TaskContract", "from_executor_config", "is_inputs_gate", "shard_bulk_label", "to_executor_config"]

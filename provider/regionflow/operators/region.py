@@ -23,7 +23,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..config import RegionflowConfig
-from ..contract import INPUTS_GATE_NOTE
+from ..contract import is_inputs_gate
 from ..core.adaptive import decided
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
@@ -174,7 +174,7 @@ class RegionOperator(BaseOperator):
         or when the RegionExecutor ran this try without slots to wait first (`INPUTS_GATE_NOTE`): the
         trigger fires at once then, and the resumed try queues for its slots."""
         newest = store.current_grant(ti.id, ti.try_number)
-        gate_run = newest is not None and (newest.message or "").startswith(INPUTS_GATE_NOTE)
+        gate_run = newest is not None and is_inputs_gate(newest.message)
         producers = prepared.producer_shards()
         pending = [p for p in producers if prepared.partitions.committed(p.unit_key) is None]
         if not pending and not gate_run:

@@ -48,7 +48,15 @@ class UnitLayout:
         return RegionScheduler(self.plan, [shard.regions for shard in self.shards])
 
     def units_of_logical(self, logical: int) -> list[int]:
-        return [u for u, shard in enumerate(self.shards) if shard.logical == logical]
+        return list(self._units_by_logical.get(logical, ()))
+
+    @cached_property
+    def _units_by_logical(self) -> dict[int, list[int]]:
+        """Logical region -> its units, in shard order (built once: the transform asks per unit)."""
+        units: dict[int, list[int]] = {}
+        for unit, shard in enumerate(self.shards):
+            units.setdefault(shard.logical, []).append(unit)
+        return units
 
     def width(self, unit: int, largest_host_slots: int) -> int:
         """How many of the unit's regions run at once: as many as the largest host can hold."""
@@ -132,7 +140,7 @@ class UnitLayout:
             read: dict[int, set[int]] = {}
             for producer in self.producer_units(unit):
                 read.setdefault(self.shards[producer].logical, set()).add(producer)
-            if any(len(units) < len(self.units_of_logical(upstream)) for upstream, units in read.items()):
+            if any(len(units) < len(self._units_by_logical[upstream]) for upstream, units in read.items()):
                 return True
         return False
 
@@ -140,7 +148,7 @@ class UnitLayout:
         """(region task id, map index) of the task instance that runs `unit`; map index -1 when the
         region task is not mapped (its logical region has one shard)."""
         logical = self.shards[unit].logical
-        units = self.units_of_logical(logical)
+        units = self._units_by_logical[logical]
         return self.plan.region_task_id(logical), (units.index(unit) if len(units) > 1 else -1)
 
     def _producers_read(self, unit: int) -> list[tuple[int, int]]:
