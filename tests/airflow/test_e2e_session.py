@@ -85,7 +85,7 @@ def test_a_server_that_does_not_answer_fails_the_task_at_once_as_a_lost_host(sta
     assert stack.wait_for_run("orders_all_pipelined", run_id, timeout=300) == "success"
 
 
-@pytest.mark.long  # ~4 min here; the every-mode test above checks that its four runs leave no partition
+# ~4 min here (issue 16: fifty runs of a blocking job leave no partition on disk), in the default suite
 def test_fifty_runs_leave_no_partition_and_gc_lists_exactly_a_planted_orphan(stack, capsys):
     """Partitions are released in the Airflow path run after run (partition_retention = 0): fifty runs
     of a two-region blocking job, triggered at once (they queue in the FIFO pool), all succeed and leave

@@ -54,6 +54,33 @@ def test_oldest_bulk_first_across_jobs():
     assert granted_ids(pool.release("running")) == ["old", "young"]
 
 
+def test_bulks_that_end_together_free_their_slots_in_one_pass_oldest_waiting_first():
+    pool, _ = make_pool("a:2;b:2")
+    for name in ("r0", "r1", "r2", "r3"):
+        pool.submit(bulk(name))
+    pool.submit(bulk("big", 3))
+    pool.submit(bulk("small"))
+    # three slots freed in one pass go to the oldest waiting bulk, "big"; "small" stays behind it
+    assert granted_ids(pool.release_all(["r0", "r1", "r2"])) == ["big"]
+    assert pool.used_slots() == 4 and pool.is_waiting("small")
+    assert granted_ids(pool.release_all([])) == []
+    assert granted_ids(pool.release_all(["r3"])) == ["small"]
+
+
+def test_release_all_checks_every_id_before_it_frees_any():
+    pool, _ = make_pool("localhost:4")
+    pool.submit(bulk("a", 2))
+    pool.submit(bulk("b", 2))
+    pool.submit(bulk("waiting", 2))
+    with pytest.raises(SchedulingError, match="'waiting' is still waiting.*cancel it"):
+        pool.release_all(["a", "waiting"])
+    with pytest.raises(SchedulingError, match="bulk id twice.*release each bulk once"):
+        pool.release_all(["a", "b", "a"])
+    assert pool.free_slots() == 0 and pool.grant_of("a") is not None  # nothing was released
+    assert granted_ids(pool.release_all(["a", "b"])) == ["waiting"]
+    assert pool.free_slots() == 2
+
+
 def test_four_slot_bulk_is_not_starved_by_a_stream_of_single_slot_bulks():
     pool, _ = make_pool("localhost:4")
     for i in range(4):

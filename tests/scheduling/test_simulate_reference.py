@@ -1,5 +1,7 @@
 """The faster simulation and strategy (issue 17 item 7) decide exactly as before: the references are
-frozen copies of the old modules (simulate_reference.py, strategy_reference.py)."""
+frozen copies of the old modules (simulate_reference.py, strategy_reference.py). One change since:
+the fifo-bulk simulation ends the regions of one instant in one pool pass, which may put grants on
+other hosts, never at other times."""
 from __future__ import annotations
 
 import random
@@ -23,9 +25,19 @@ def test_simulation_same_as_the_old_one(job_plans, slots_per_host, hosts, alloca
     known = {name for plan in job_plans for name in plan.graph.vertices}
     durations = {name: seconds for name, seconds in durations.items() if name in known}
     cluster = Cluster.parse(";".join(f"h{i}:slots={slots_per_host}" for i in range(hosts)))
-    new = simulate(job_plans, cluster, durations, allocator)
-    old = simulate_reference.simulate(job_plans, cluster, durations, allocator)
-    assert new.to_dict() == old.to_dict()
+    new = simulate(job_plans, cluster, durations, allocator).to_dict()
+    old = simulate_reference.simulate(job_plans, cluster, durations, allocator).to_dict()
+    if allocator == "per-task":
+        assert new == old
+        return
+    # fifo-bulk ends the regions of one instant together (`SlotPool.release_all`, one pass): every
+    # region is ready, starts and ends exactly when it did; only which hosts a grant lands on may
+    # differ, and the peak, since the ends of an instant now count before its starts
+    timing = ("job", "region", "slots", "ready", "start", "end")
+    assert [tuple(run[k] for k in timing) for run in new.pop("regions")] == \
+        [tuple(run[k] for k in timing) for run in old.pop("regions")]
+    assert new.pop("peak_slots") <= old.pop("peak_slots")
+    assert new == old
 
 
 def _old_region_name(plan, region):

@@ -30,7 +30,7 @@ Cost (C slot classes, G signatures, k a bulk's size, L = ``backfill_lookahead``)
 * submit: O(k) to read the shape, O(1) fulfillability (cached per shape), then the new bulk is
   tried against the budget the last pass left (O(k * C)): no pass over the queue.
 * release, cancel, add_host, lifted or expired entry: one pass, O((g + L) * k * C + G log G) for
-  g grants; never dependent on the number of waiting bulks.
+  g grants (`release_all` of several bulks: one pass for all); never dependent on the number of waiting bulks.
 * remove_host: O(grants on the host + shapes waiting + rejected) plus one pass. Adding a host
   with a never-seen slot profile re-sorts the waiting bulks into sub-queues, O(waiting).
 * declared requirements: O(1) per event; `overdue_jobs` is O(jobs).
@@ -54,7 +54,7 @@ from .pool_grants import GrantBook
 from .pool_pass import Passes, PassState
 from .pool_placement import BlockMasks
 from .pool_queue import Queued, WaitingQueue
-from .requirements import RequirementLedger, ResourceNotice, describe_counts
+from .requirements import RequirementLedger, ResourceNotice
 
 DEFAULT_RESOURCE_WAIT_TIMEOUT_S = 300.0
 DEFAULT_BACKFILL_LOOKAHEAD = 32
@@ -148,11 +148,21 @@ class SlotPool:
 
     def release(self, bulk_id: str) -> list[Grant]:
         """Return a granted bulk's slots; return the grants this made possible."""
+        return self.release_all((bulk_id,))
+
+    def release_all(self, bulk_ids: Iterable[str]) -> list[Grant]:
+        """Return the slots of granted bulks that ended together (say, one instant of a simulation)
+        and run one pass; return the grants it made. Every id is checked first: one that holds no
+        slots, or is given twice, raises SchedulingError and nothing is released."""
         self._expire_blocklist()
-        held = self._book.running.get(bulk_id)
-        if held is None:
-            raise SchedulingError(self._not_running_message(bulk_id, "release"))
-        self._book.drop(held)
+        running, ids = self._book.running, list(bulk_ids)
+        for bulk_id in ids:
+            if bulk_id not in running:
+                raise SchedulingError(self._not_running_message(bulk_id, "release"))
+        if len(set(ids)) != len(ids):
+            raise SchedulingError(f"release_all got a bulk id twice in {ids}; release each bulk once")
+        for bulk_id in ids:
+            self._book.drop(running[bulk_id])
         return self._passes.run()
 
     def cancel(self, bulk_id: str) -> list[Grant]:
@@ -250,7 +260,8 @@ class SlotPool:
         for job_id, oldest in self._ledger.oldest_waiting():
             waited = now - oldest.since
             if waited >= self.resource_wait_timeout_s:
-                notices.append(self._resource_notice(job_id, oldest.bulk_id, oldest.label, waited))
+                notices.append(self._ledger.notice(job_id, oldest, waited, self.resource_wait_timeout_s,
+                                                   self.free_slots(), self.total_slots(), len(self._queue.pending)))
         return sorted(notices, key=lambda notice: -notice.waiting_s)
 
     def free_slots(self) -> int:
@@ -371,18 +382,6 @@ class SlotPool:
     def _refresh_block_masks(self) -> None:
         self._masks.refresh_all()
         self._passes.dirty = True
-
-    def _resource_notice(self, job_id: str, bulk_id: str, label: str, waited: float) -> ResourceNotice:
-        outstanding = self._ledger.outstanding(job_id)
-        acquired = self._ledger.acquired(job_id)
-        message = (
-            f"job '{job_id}' has waited {waited:.0f} s for {describe_counts(outstanding)}, longer than "
-            f"resource_wait_timeout ({self.resource_wait_timeout_s:g} s); its oldest waiting region is "
-            f"'{label}'; it holds {describe_counts(acquired)}; the cluster has {self.free_slots()} of "
-            f"{self.total_slots()} slots free and {len(self._queue.pending)} bulks waiting - add hosts, lower the "
-            f"parallelism or raise resource_wait_timeout"
-        )
-        return ResourceNotice(job_id, waited, bulk_id, label, outstanding, acquired, message)
 
 
 def _host_row(host: Host, free: int) -> dict[str, Any]:

@@ -87,6 +87,19 @@ class RequirementLedger:
             book = self._books[job_id] = _JobBook()
         book.acquired[shape] = book.acquired.get(shape, 0) + 1
 
+    def notice(self, job_id: str, oldest: WaitingBulk, waited: float, timeout_s: float, free: int, total: int,
+               waiting: int) -> ResourceNotice:
+        """The not-enough-resources notice of a job whose `oldest` waiting bulk waited `waited` s
+        (the cluster has `free` of `total` slots free and `waiting` bulks queued)."""
+        outstanding, acquired = self.outstanding(job_id), self.acquired(job_id)
+        message = (
+            f"job '{job_id}' has waited {waited:.0f} s for {describe_counts(outstanding)}, longer than "
+            f"resource_wait_timeout ({timeout_s:g} s); its oldest waiting region is '{oldest.label}'; it holds "
+            f"{describe_counts(acquired)}; the cluster has {free} of {total} slots free and {waiting} bulks "
+            f"waiting - add hosts, lower the parallelism or raise resource_wait_timeout"
+        )
+        return ResourceNotice(job_id, waited, oldest.bulk_id, oldest.label, outstanding, acquired, message)
+
     def bulk_withdrawn(self, job_id: str, bulk_id: str, shape: Shape) -> None:
         """A waiting bulk left without a grant (cancelled or rejected)."""
         book = self._books[job_id]

@@ -210,6 +210,7 @@ class _FifoBulkSimulation(_Simulation):
         self.grant_sizes: dict[str, int] = {}
         self.bulk_regions: dict[str, tuple[int, int]] = {}  # bulk id -> (job, region)
         self.profiles: dict[int, tuple[tuple[SlotRequest, ...], tuple[ResourceProfile, ...]]] = {}
+        self.ending: dict[float, list[tuple[int, int, str]]] = {}  # end time -> (job, region, bulk id)
 
     def run(self) -> SimulationResult:
         for job, scheduler in enumerate(self.schedulers):
@@ -253,18 +254,32 @@ class _FifoBulkSimulation(_Simulation):
             self.grant_sizes[bulk_id] = len(grant.slots)
             self.take_slots(len(grant.slots))
             self.schedulers[job].on_started(region)
-            self.at(now + self.region_duration[job][region], self.finish, job, region, bulk_id)
+            end = now + self.region_duration[job][region]
+            ending = self.ending.get(end)
+            if ending is None:  # the first region to end at this instant schedules the instant
+                ending = self.ending[end] = []
+                self.at(end, self.finish, end)
+            ending.append((job, region, bulk_id))
 
-    def finish(self, job: int, region: int, bulk_id: str) -> None:
-        self.runs[(job, region)].end = self.now
-        self.used -= self.grant_sizes.pop(bulk_id)
-        del self.bulk_regions[bulk_id]
-        grants = self.pool.release(bulk_id)  # freed slots go to older waiting bulks first
+    def finish(self, end: float) -> None:
+        """Every region that ends at this instant ends together, as the executor sees the tries
+        that ended since its last heartbeat: their slots return in one pool pass (freed slots go
+        to older waiting bulks first), then the regions they made ready are submitted in order."""
+        ending = self.ending.pop(end)
+        runs, grant_sizes, bulk_regions = self.runs, self.grant_sizes, self.bulk_regions
+        for job, region, bulk_id in ending:
+            runs[(job, region)].end = end
+            self.used -= grant_sizes.pop(bulk_id)
+            del bulk_regions[bulk_id]
+        grants = self.pool.release_all([bulk_id for _, _, bulk_id in ending])
         if grants:
             self.start_all(grants)
-        ready = self.schedulers[job].on_finished(region).ready
-        if ready:
-            self.submit(job, ready)
+        for job, region, _ in ending:
+            ready = self.schedulers[job].on_finished(region).ready
+            if ready:
+                self.submit(job, ready)
+                if self.failure:
+                    return
 
     def stuck_reason(self) -> str:
         waiting = [bulk.label for bulk in self.pool.waiting_bulks()[:5]]
