@@ -74,7 +74,7 @@ def test_release_all_checks_every_id_before_it_frees_any():
     pool.submit(bulk("waiting", 2))
     with pytest.raises(SchedulingError, match="'waiting' is still waiting.*cancel it"):
         pool.release_all(["a", "waiting"])
-    with pytest.raises(SchedulingError, match="bulk id twice.*release each bulk once"):
+    with pytest.raises(SchedulingError, match="bulk id 'a' twice; release each bulk once"):
         pool.release_all(["a", "b", "a"])
     assert pool.free_slots() == 0 and pool.grant_of("a") is not None  # nothing was released
     assert granted_ids(pool.release_all(["a", "b"])) == ["waiting"]

@@ -50,7 +50,7 @@ from .errors import SchedulingError, UnfulfillableBulk
 from .hosts import Cluster, Host
 from .pool_bulks import Bulk, Grant, HostLoss, HostUsage
 from .pool_fulfill import Fulfillability
-from .pool_grants import GrantBook
+from .pool_grants import GrantBook, Held
 from .pool_pass import Passes, PassState
 from .pool_placement import BlockMasks
 from .pool_queue import Queued, WaitingQueue
@@ -148,21 +148,21 @@ class SlotPool:
 
     def release(self, bulk_id: str) -> list[Grant]:
         """Return a granted bulk's slots; return the grants this made possible."""
-        return self.release_all((bulk_id,))
+        self._expire_blocklist()
+        self._book.drop(self._held(bulk_id))
+        return self._passes.run()
 
     def release_all(self, bulk_ids: Iterable[str]) -> list[Grant]:
-        """Return the slots of granted bulks that ended together (say, one instant of a simulation)
-        and run one pass; return the grants it made. Every id is checked first: one that holds no
-        slots, or is given twice, raises SchedulingError and nothing is released."""
+        """Return the slots of granted bulks that ended together, in one pass; return its grants. An id
+        that holds no slots, or is given twice, raises SchedulingError before anything is released."""
         self._expire_blocklist()
-        running, ids = self._book.running, list(bulk_ids)
-        for bulk_id in ids:
-            if bulk_id not in running:
-                raise SchedulingError(self._not_running_message(bulk_id, "release"))
-        if len(set(ids)) != len(ids):
-            raise SchedulingError(f"release_all got a bulk id twice in {ids}; release each bulk once")
-        for bulk_id in ids:
-            self._book.drop(running[bulk_id])
+        ending: dict[str, Held] = {}
+        for bulk_id in bulk_ids:
+            if bulk_id in ending:
+                raise SchedulingError(f"release_all got bulk id '{bulk_id}' twice; release each bulk once")
+            ending[bulk_id] = self._held(bulk_id)
+        for held in ending.values():
+            self._book.drop(held)
         return self._passes.run()
 
     def cancel(self, bulk_id: str) -> list[Grant]:
@@ -336,10 +336,15 @@ class SlotPool:
                 f"bulk id '{bulk.bulk_id}' (region '{bulk.label}') is already {state}; give each attempt its own id"
             )
 
-    def _not_running_message(self, bulk_id: str, action: str) -> str:
+    def _held(self, bulk_id: str) -> Held:
+        """The granted bulk `bulk_id`, to release; SchedulingError saying why when it holds no slots."""
+        held = self._book.running.get(bulk_id)
+        if held is not None:
+            return held
         if bulk_id in self._queue.pending:
-            return f"bulk '{bulk_id}' is still waiting, it holds no slots to {action}; cancel it instead"
-        return f"bulk '{bulk_id}' holds no slots (never granted, already released, or lost with its host)"
+            raise SchedulingError(f"bulk '{bulk_id}' is still waiting, it holds no slots to release; cancel it instead")
+        raise SchedulingError(f"bulk '{bulk_id}' holds no slots (never granted, already released, or lost with "
+                              "its host)")
 
     def _reject_unfulfillable_waiting(self) -> list[tuple[Bulk, UnfulfillableBulk]]:
         """After a host left: reject the waiting bulks the smaller cluster can never hold."""
