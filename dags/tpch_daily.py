@@ -1,7 +1,6 @@
 """Example DAG: TPC-H Q3 (shipping priority) on Spark, scheduled by regionflow.
 
-    customer(4) -HASH(c_custkey)--> customer_orders(4) -HASH(o_orderkey)-> order_lines(4)
-    orders(4)   -HASH(o_custkey)--^                     lineitem(4) -HASH(l_orderkey)-^
+    customer(4) -BROADCAST-> customer_orders(4, scans orders) -BROADCAST-> order_lines(4, scans lineitem)
     order_lines -HASH(l_orderkey)-> revenue(4) -REBALANCE-> result(1, sink tpch_daily/q3)
 
 The vertex functions are those of `regionflow.examples.tpch`; they read the Parquet tables under
@@ -16,7 +15,7 @@ from airflow.sdk import DAG
 
 import regionflow
 from regionflow.examples import tpch
-from regionflow.operators import SparkVertexOperator, hash_by, rebalance
+from regionflow.operators import SparkVertexOperator, broadcast, hash_by, rebalance
 
 MODE = os.environ.get("REGIONFLOW_EXAMPLE_MODE", "all-blocking")
 PARALLELISM = 4
@@ -24,8 +23,6 @@ PARALLELISM = 4
 with DAG("tpch_daily", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
          tags=["regionflow", "example", "tpch"]) as dag:
     customer = SparkVertexOperator(task_id="customer", parallelism=PARALLELISM, fn=tpch.q3_customer)
-    orders = SparkVertexOperator(task_id="orders", parallelism=PARALLELISM, fn=tpch.q3_orders)
-    lineitem = SparkVertexOperator(task_id="lineitem", parallelism=PARALLELISM, fn=tpch.q3_lineitem)
     customer_orders = SparkVertexOperator(task_id="customer_orders", parallelism=PARALLELISM,
                                           fn=tpch.q3_customer_orders)
     order_lines = SparkVertexOperator(task_id="order_lines", parallelism=PARALLELISM, fn=tpch.q3_order_lines)
@@ -33,10 +30,8 @@ with DAG("tpch_daily", schedule=None, start_date=datetime(2026, 1, 1), catchup=F
     result = SparkVertexOperator(task_id=tpch.SINK_VERTEX, parallelism=1, fn=tpch.q3_result,
                                  sink="tpch_daily/q3")
 
-    customer >> hash_by("c_custkey") >> customer_orders
-    orders >> hash_by("o_custkey") >> customer_orders
-    customer_orders >> hash_by("o_orderkey") >> order_lines
-    lineitem >> hash_by("l_orderkey") >> order_lines
+    customer >> broadcast() >> customer_orders
+    customer_orders >> broadcast() >> order_lines
     order_lines >> hash_by("l_orderkey") >> revenue
     revenue >> rebalance() >> result
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from regionflow.bench.spark_counts import blocking_files, jobs_started
-from regionflow.core.graph import load_job
+from regionflow.core.graph import Distribution, load_job
 from regionflow.core.plan import Plan
 from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
 
@@ -44,6 +44,8 @@ def test_jobs_per_vertex_do_not_grow_with_parallelism_and_files_stay_linear(
         assert all(0 < count <= 2 * parallelism for count in files[parallelism].values()), files
         parts = [name for name in os.listdir(summary.sinks["totals"]["path"]) if name.startswith("part-")]
         assert 1 <= len(parts) <= 4  # at most one sink file per core of the grant, whatever P is
+        if mode == "all-blocking":
+            assert_one_directory_per_consumer_unit(tmp_path / str(parallelism), runner)
     small, large = sorted(jobs)
     assert files[large] == files[small], files  # one file per core and consumer unit, not per subtask
     assert jobs[small] >= len(runner.plan.graph.vertices), jobs  # the event log is read, not empty
@@ -52,12 +54,27 @@ def test_jobs_per_vertex_do_not_grow_with_parallelism_and_files_stay_linear(
     assert sinks[small]["checksum"] == sinks[large]["checksum"] == orders_reference["checksum"]
 
 
+def assert_one_directory_per_consumer_unit(data_dir, runner) -> None:
+    """Every kept blocking dataset holds one ``_rf_unit=<u>`` directory per consumer unit it feeds
+    (``-1`` for a BROADCAST edge), the layout readers prune by, however it was written."""
+    plan, layout = runner.plan, runner.layout
+    units = os.path.join(str(data_dir), runner.run_id, "units")
+    for exec_edge in (e for e in plan.topology.edges if e.blocking):
+        consumers = {layout.unit_of_region[plan.region_set.region_of[plan.topology.offsets[exec_edge.dst] + local]]
+                     for local in range(plan.topology.parallelism[exec_edge.dst])}
+        expected = {-1} if exec_edge.edge.distribution is Distribution.BROADCAST else consumers
+        for dataset in glob.glob(os.path.join(units, "*", f"e{exec_edge.index}")):
+            found = {int(name.split("=", 1)[1]) for name in os.listdir(dataset) if name.startswith("_rf_unit=")}
+            assert found and found <= expected, (dataset, found, expected)
+
+
 def test_sharded_units_read_exactly_their_buckets(shared_servers, orders_reference, tmp_path, monkeypatch):
     """Three shards per vertex: sources take their share, readers prune to their buckets."""
     servers, _ = shared_servers
     monkeypatch.setenv("REGIONFLOW_ORDERS_PARALLELISM", "8")
-    runner, summary = run(SCALED, "all-blocking", tmp_path, servers, max_shards=3)
+    runner, summary = run(SCALED, "all-blocking", tmp_path, servers, max_shards=3, keep_partitions=True)
     assert len(summary.units) == 1 + 4 * 3  # products has one subtask
+    assert_one_directory_per_consumer_unit(tmp_path, runner)
     totals = summary.sinks["totals"]
     assert (totals["rows"], totals["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])
 

@@ -1,14 +1,25 @@
 """TPC-H queries 1, 3, 9 and 18 as regionflow jobs: one vertex per scan (with its filter), join and
 aggregation, HASH edges on the join and grouping keys, and a final vertex ``result`` of parallelism 1
 that orders (and limits) the rows and is the sink, with the columns of the official answer in order.
-A vertex feeding an aggregation over a HASH edge aggregates its own rows first (two-phase
-aggregation, the plan Flink's batch planner makes: a local aggregate chained to the producer), so
-an edge carries partial sums rather than every row; the same functions run as the plain PySpark
-reference, so both pay for it.
+The jobs are shaped as Flink's batch planner shapes them, and the same functions run as the plain
+PySpark reference, so both pay for (and gain from) each choice:
 
-    Q3:  customer(p) -HASH(c_custkey)--> customer_orders(p) -HASH(o_orderkey)-> order_lines(p)
-         orders(p)   -HASH(o_custkey)--^                     lineitem(p) -HASH(l_orderkey)-^
-         order_lines -HASH(l_orderkey)-> revenue(p) -REBALANCE-> result(1, sink)
+- a vertex feeding an aggregation over a HASH edge aggregates its own rows first (two-phase
+  aggregation: a local aggregate chained to the producer), so the edge carries partial sums;
+- a join whose build side is small is a BROADCAST edge into the vertex that scans the large table,
+  which joins as it scans (a broadcast hash join chained to its probe-side source, as Flink chains
+  it), so only the joined rows leave that vertex: Q3's BUILDING customers into the orders scan and
+  those orders into the lineitem scan, Q9's green parts into the lineitem scan and its suppliers and
+  nations into the partsupp join. Spark's optimizer makes the same choice in the plain program (a
+  broadcast join below its size threshold).
+
+    Q3:  customer(p) -BROADCAST-> customer_orders(p, scans orders) -BROADCAST-> order_lines(p, scans
+         lineitem) -HASH(l_orderkey)-> revenue(p) -REBALANCE-> result(1, sink)
+
+    Q9:  part(p) -BROADCAST-> green_lines(p, scans lineitem) -HASH(l_partkey, l_suppkey)-> costed_lines(p)
+         partsupp(p) -HASH(ps_partkey, ps_suppkey)-> costed_lines; supplier(p), nation(1) -BROADCAST-> costed_lines
+         costed_lines -HASH(l_orderkey)-> dated_lines(p) <-HASH(o_orderkey)- orders(p)
+         dated_lines -HASH(nation, o_year)-> profit(p) -REBALANCE-> result(1, sink)
 
 Input: the Parquet tables written by `regionflow.examples.tpch_data.generate`, one directory per table
 under the directory in the environment variable ``REGIONFLOW_TPCH_DIR`` (e.g. ``.../sf0.01``; a URI
@@ -168,36 +179,28 @@ def q3_customer(spark, inputs, ctx):
     return customer.where(F.col("c_mktsegment") == "BUILDING").select("c_custkey")
 
 
-def q3_orders(spark, inputs, ctx):
-    """Orders placed before 1995-03-15."""
+def q3_customer_orders(spark, inputs, ctx):
+    """Orders placed before 1995-03-15 by those customers: the orders scan runs with its join against
+    the broadcast customers (on custkey)."""
     from pyspark.sql import functions as F
 
     orders = read_table(spark, "orders", ctx, "o_orderkey")
-    return orders.where(F.col("o_orderdate") < _date("1995-03-15")).select(
-        "o_orderkey", "o_custkey", "o_orderdate", "o_shippriority")
-
-
-def q3_lineitem(spark, inputs, ctx):
-    """Line items shipped after 1995-03-15 with their discounted price."""
-    from pyspark.sql import functions as F
-
-    lineitem = read_table(spark, "lineitem", ctx, "l_orderkey")
-    return lineitem.where(F.col("l_shipdate") > _date("1995-03-15")).select(
-        "l_orderkey", _revenue().alias("volume"))
-
-
-def q3_customer_orders(spark, inputs, ctx):
-    """The orders of those customers (join on custkey)."""
-    customer, orders = inputs["customer"], inputs["orders"]
+    orders = orders.where(F.col("o_orderdate") < _date("1995-03-15"))
+    customer = F.broadcast(inputs["customer"])
     return orders.join(customer, orders["o_custkey"] == customer["c_custkey"]).select(
         "o_orderkey", "o_orderdate", "o_shippriority")
 
 
 def q3_order_lines(spark, inputs, ctx):
-    """Their line items (join on orderkey), aggregated locally per order (two-phase aggregation)."""
+    """Line items shipped after 1995-03-15 joined with the broadcast orders of those customers (on
+    orderkey), their discounted price aggregated locally per order (two-phase aggregation): the scan
+    of the large table runs with its broadcast join, so only the joined partial sums leave it."""
     from pyspark.sql import functions as F
 
-    orders, lineitem = inputs["customer_orders"], inputs["lineitem"]
+    lineitem = read_table(spark, "lineitem", ctx, "l_orderkey")
+    lineitem = lineitem.where(F.col("l_shipdate") > _date("1995-03-15")).select(
+        "l_orderkey", _revenue().alias("volume"))
+    orders = F.broadcast(inputs["customer_orders"])
     return lineitem.join(orders, lineitem["l_orderkey"] == orders["o_orderkey"]).groupBy(
         "l_orderkey", "o_orderdate", "o_shippriority").agg(F.sum("volume").alias("volume"))
 
@@ -226,12 +229,6 @@ def q9_part(spark, inputs, ctx):
     return part.where(F.col("p_name").contains("green")).select("p_partkey")
 
 
-def q9_lineitem(spark, inputs, ctx):
-    """All line items with what the profit needs."""
-    return read_table(spark, "lineitem", ctx, "l_orderkey", "l_orderkey", "l_partkey", "l_suppkey",
-                      "l_quantity", "l_extendedprice", "l_discount")
-
-
 def q9_partsupp(spark, inputs, ctx):
     """Supply costs per part and supplier."""
     return read_table(spark, "partsupp", ctx, "ps_partkey", "ps_partkey", "ps_suppkey", "ps_supplycost")
@@ -256,30 +253,29 @@ def q9_orders(spark, inputs, ctx):
 
 
 def q9_green_lines(spark, inputs, ctx):
-    """Line items of green parts (join on partkey)."""
-    part, lineitem = inputs["part"], inputs["lineitem"]
+    """Line items of green parts, with what the profit needs: the lineitem scan runs with its semi
+    join against the broadcast green parts (on partkey), so only those lines leave it."""
+    from pyspark.sql import functions as F
+
+    lineitem = read_table(spark, "lineitem", ctx, "l_orderkey", "l_orderkey", "l_partkey", "l_suppkey",
+                          "l_quantity", "l_extendedprice", "l_discount")
+    part = F.broadcast(inputs["part"])
     return lineitem.join(part, lineitem["l_partkey"] == part["p_partkey"], "left_semi")
 
 
 def q9_costed_lines(spark, inputs, ctx):
-    """Each line's profit amount (join with partsupp on partkey and suppkey)."""
+    """Each line's profit amount (join with partsupp on partkey and suppkey) and its supplier's nation
+    (joins with the broadcast suppliers and nations)."""
     from pyspark.sql import functions as F
 
     lines, partsupp = inputs["green_lines"], inputs["partsupp"]
+    supplier, nation = F.broadcast(inputs["supplier"]), F.broadcast(inputs["nation"])
     joined = lines.join(partsupp, (lines["l_partkey"] == partsupp["ps_partkey"])
                         & (lines["l_suppkey"] == partsupp["ps_suppkey"]))
-    amount = _revenue() - F.col("ps_supplycost") * F.col("l_quantity")
-    return joined.select("l_orderkey", "l_suppkey", amount.alias("amount"))
-
-
-def q9_nation_lines(spark, inputs, ctx):
-    """The supplier's nation of each line (join on suppkey, then the broadcast nations)."""
-    from pyspark.sql import functions as F
-
-    lines, supplier, nation = inputs["costed_lines"], inputs["supplier"], F.broadcast(inputs["nation"])
-    joined = lines.join(supplier, lines["l_suppkey"] == supplier["s_suppkey"])
+    joined = joined.join(supplier, joined["l_suppkey"] == supplier["s_suppkey"])
     joined = joined.join(nation, joined["s_nationkey"] == nation["n_nationkey"])
-    return joined.select("l_orderkey", F.col("n_name").alias("nation"), "amount")
+    amount = _revenue() - F.col("ps_supplycost") * F.col("l_quantity")
+    return joined.select("l_orderkey", F.col("n_name").alias("nation"), amount.alias("amount"))
 
 
 def q9_dated_lines(spark, inputs, ctx):
@@ -287,7 +283,7 @@ def q9_dated_lines(spark, inputs, ctx):
     year (two-phase aggregation)."""
     from pyspark.sql import functions as F
 
-    lines, orders = inputs["nation_lines"], inputs["orders"]
+    lines, orders = inputs["costed_lines"], inputs["orders"]
     dated = lines.join(orders, lines["l_orderkey"] == orders["o_orderkey"])
     return dated.groupBy("nation", "o_year").agg(F.sum("amount").alias("amount"))
 
@@ -376,23 +372,19 @@ _Edges = list[tuple[str, str, "tuple[str, ...] | str"]]
 _JOBS: dict[int, tuple[_Vertices, _Edges]] = {
     1: ([("lineitem", q1_lineitem, None), ("aggregate", q1_aggregate, None), (SINK_VERTEX, q1_result, 1)],
         [("lineitem", "aggregate", ("l_returnflag", "l_linestatus")), ("aggregate", SINK_VERTEX, "rebalance")]),
-    3: ([("customer", q3_customer, None), ("orders", q3_orders, None), ("lineitem", q3_lineitem, None),
-         ("customer_orders", q3_customer_orders, None), ("order_lines", q3_order_lines, None),
-         ("revenue", q3_revenue, None), (SINK_VERTEX, q3_result, 1)],
-        [("customer", "customer_orders", ("c_custkey",)), ("orders", "customer_orders", ("o_custkey",)),
-         ("customer_orders", "order_lines", ("o_orderkey",)), ("lineitem", "order_lines", ("l_orderkey",)),
+    3: ([("customer", q3_customer, None), ("customer_orders", q3_customer_orders, None),
+         ("order_lines", q3_order_lines, None), ("revenue", q3_revenue, None), (SINK_VERTEX, q3_result, 1)],
+        [("customer", "customer_orders", "broadcast"), ("customer_orders", "order_lines", "broadcast"),
          ("order_lines", "revenue", ("l_orderkey",)), ("revenue", SINK_VERTEX, "rebalance")]),
-    9: ([("part", q9_part, None), ("lineitem", q9_lineitem, None), ("partsupp", q9_partsupp, None),
+    9: ([("part", q9_part, None), ("partsupp", q9_partsupp, None),
          ("supplier", q9_supplier, None), ("nation", q9_nation, 1), ("orders", q9_orders, None),
          ("green_lines", q9_green_lines, None), ("costed_lines", q9_costed_lines, None),
-         ("nation_lines", q9_nation_lines, None), ("dated_lines", q9_dated_lines, None),
-         ("profit", q9_profit, None), (SINK_VERTEX, q9_result, 1)],
-        [("part", "green_lines", ("p_partkey",)), ("lineitem", "green_lines", ("l_partkey",)),
+         ("dated_lines", q9_dated_lines, None), ("profit", q9_profit, None), (SINK_VERTEX, q9_result, 1)],
+        [("part", "green_lines", "broadcast"),
          ("green_lines", "costed_lines", ("l_partkey", "l_suppkey")),
          ("partsupp", "costed_lines", ("ps_partkey", "ps_suppkey")),
-         ("costed_lines", "nation_lines", ("l_suppkey",)), ("supplier", "nation_lines", ("s_suppkey",)),
-         ("nation", "nation_lines", "broadcast"),
-         ("nation_lines", "dated_lines", ("l_orderkey",)), ("orders", "dated_lines", ("o_orderkey",)),
+         ("supplier", "costed_lines", "broadcast"), ("nation", "costed_lines", "broadcast"),
+         ("costed_lines", "dated_lines", ("l_orderkey",)), ("orders", "dated_lines", ("o_orderkey",)),
          ("dated_lines", "profit", ("nation", "o_year")), ("profit", SINK_VERTEX, "rebalance")]),
     18: ([("lineitem", q18_lineitem, None), ("orders", q18_orders, None), ("customer", q18_customer, None),
           ("large_orders", q18_large_orders, None), ("large_order_rows", q18_large_order_rows, None),
