@@ -27,8 +27,8 @@ from .exchange import (
     consumers_fed,
     missing_keys,
     only_buckets,
+    unit_of_rows,
     with_bucket,
-    with_unit,
 )
 from .filesystems import join
 from .sinks import SinkCommitter
@@ -271,19 +271,13 @@ class UnitComputer:
 
     def _write(self, exec_edge: ExecutionEdge, part: _Part) -> None:
         """One dataset per edge and unit, a directory per consumer unit, at most one file per core
-        in each. The routing columns are computed before the coalesce, on the vertex's own
-        partitions (a pointwise bucket depends on the producer subtask)."""
+        in each. The bucket column is computed before the coalesce, on the vertex's own partitions
+        (a pointwise bucket depends on the producer subtask); the unit follows from the bucket."""
         dataset = join(self.attempt_dir, partition_relpath(exec_edge.index))
         routed = with_bucket(part.frame, self.topology, exec_edge, part.span, part.schema.fieldNames())
-        runs = [(0, BROADCAST_UNIT)] if exec_edge.edge.distribution is Distribution.BROADCAST else \
-            self._consumer_units(exec_edge.dst)
-        if len(runs) == 1:
-            # every row goes to one directory: written there directly, the same layout as partitionBy
-            # gives, without its per-row routing and its dynamic-partition commit (~0.3 s a write here)
-            routed.coalesce(self.files).write.mode("overwrite").parquet(join(dataset, f"{UNIT_COLUMN}={runs[0][1]}"))
-        else:
-            routed = with_unit(routed, runs)
-            routed.coalesce(self.files).write.mode("overwrite").partitionBy(UNIT_COLUMN).parquet(dataset)
+        broadcast = exec_edge.edge.distribution is Distribution.BROADCAST
+        unit = BROADCAST_UNIT if broadcast else unit_of_rows(self._consumer_units(exec_edge.dst))
+        write_directories(routed, dataset, UNIT_COLUMN, unit, self.files)
         self.store.fs.write_text(join(dataset, SCHEMA_FILE), part.schema.json())
 
     def _consumer_units(self, vertex_index: int) -> list[tuple[int, int]]:
@@ -307,16 +301,26 @@ class UnitComputer:
 
         staging = SinkCommitter.staging_root(self.attempt_dir, part.vertex.name)
         files = min(self.files, part.span.count)
-        if files == 1:  # one file, numbered `first`: written into its directory directly (see `_write`)
-            part.frame.coalesce(1).write.mode("overwrite").parquet(join(staging, f"{SUBTASK_COLUMN}={part.span.first}"))
-        else:
-            tagged = part.frame.coalesce(files).withColumn(SUBTASK_COLUMN,
-                                                           F.spark_partition_id() + F.lit(part.span.first))
-            tagged.write.mode("overwrite").partitionBy(SUBTASK_COLUMN).parquet(staging)
+        first = part.span.first  # one file: all of it is subtask `first`'s
+        subtask = first if files == 1 else F.spark_partition_id() + F.lit(first)
+        write_directories(part.frame, staging, SUBTASK_COLUMN, subtask, files)
         written = self.spark.read.parquet(staging)
         data = [c for c in written.columns if c != SUBTASK_COLUMN]
         rows = written.groupBy(SUBTASK_COLUMN).agg(*_figure_columns(data)).collect() if data else []
         self.sink_figures[part.vertex.name] = {str(row[SUBTASK_COLUMN]): _figures_of(row) for row in rows}
+
+
+def write_directories(frame, root: str, column: str, value, files: int) -> None:
+    """`frame` as Parquet under `root` in Hive-style ``column=<v>`` directories, at most `files` files
+    in each. `value` is each row's directory: a Column (computed after the coalesce, so a partition id
+    is the file's) split by ``partitionBy``, or an int when every row goes to one directory, which is
+    then written directly: the same layout without partitionBy's per-row routing and its
+    dynamic-partition commit (~0.3 s a write on this project's 2-core box)."""
+    frame = frame.coalesce(files)
+    if isinstance(value, int):
+        frame.write.mode("overwrite").parquet(join(root, f"{column}={value}"))
+    else:
+        frame.withColumn(column, value).write.mode("overwrite").partitionBy(column).parquet(root)
 
 
 def _union_all(frames: list):

@@ -97,18 +97,19 @@ def _pointwise_bucket(columns: list[str], topology: ExecutionTopology, exec_edge
     return lo + (F.pmod(F.hash(*[F.col(c) for c in columns]), hi - lo) if columns else F.lit(0))
 
 
-def with_unit(frame, unit_runs: list[tuple[int, int]]):
-    """`frame` (with a bucket column) with the consumer unit of each row: `unit_runs` lists
-    ``(first bucket, unit)`` runs in bucket order (a vertex's units hold contiguous subtasks)."""
+def unit_of_rows(unit_runs: list[tuple[int, int]]):
+    """The consumer unit of each row of a frame with a bucket column: `unit_runs` lists
+    ``(first bucket, unit)`` runs in bucket order (a vertex's units hold contiguous subtasks). The
+    unit itself (an int) when there is one run: every row goes there; otherwise a Column."""
     from pyspark.sql import functions as F
 
     if len(unit_runs) == 1:
-        return frame.withColumn(UNIT_COLUMN, F.lit(unit_runs[0][1]))
+        return unit_runs[0][1]
     bucket = F.col(BUCKET_COLUMN)
     unit = F.when(bucket < unit_runs[1][0], F.lit(unit_runs[0][1]))
     for (_, current), (following, _) in zip(unit_runs[1:], unit_runs[2:], strict=False):
         unit = unit.when(bucket < following, F.lit(current))
-    return frame.withColumn(UNIT_COLUMN, unit.otherwise(F.lit(unit_runs[-1][1])))
+    return unit.otherwise(F.lit(unit_runs[-1][1]))
 
 
 def only_buckets(frame, consumers: Span):
