@@ -312,3 +312,5 @@ def test_every_bench_command_runs_and_prints_json(capsys, argv, field):
     assert isinstance(result, dict) and result
     if field:
         assert result[field] >= 0
+    if argv[1] == "topology":  # the tenth-size build of the same invocation, for the linearity ratio
+        assert result["scaling"]["parallelism"] == 20 and result["scaling"]["time_ratio"] > 0

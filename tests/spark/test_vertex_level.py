@@ -49,7 +49,8 @@ def test_jobs_per_vertex_do_not_grow_with_parallelism_and_files_stay_linear(
             assert_one_directory_per_consumer_unit(tmp_path / str(parallelism), runner)
     small, large = sorted(jobs)
     assert files[large] == files[small], files  # one file per core and consumer unit, not per subtask
-    assert jobs[small] >= len(runner.plan.graph.vertices), jobs  # the event log is read, not empty
+    sinks_written = sum(1 for vertex in runner.plan.graph.vertices.values() if vertex.sink)
+    assert jobs[small] >= max(1, sinks_written), jobs  # the event log is read: a job per sink write at least
     assert jobs[large] == jobs[small], jobs
     assert sinks[small]["rows"] == sinks[large]["rows"] == orders_reference["rows"]
     assert sinks[small]["checksum"] == sinks[large]["checksum"] == orders_reference["checksum"]

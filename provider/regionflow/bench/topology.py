@@ -2,7 +2,9 @@
 
 Two vertices of parallelism N joined by one all-to-all or pointwise edge, blocking or pipelined.
 The grouped build (what regionflow does) is compared, at a size it can finish, with a naive build that
-keeps one object per subtask pair and builds the region graph edge by edge, as Flink 1.12 did.
+keeps one object per subtask pair and builds the region graph edge by edge, as Flink 1.12 did. The
+same grouped build at a tenth of N runs in the same invocation (`scaling`): a linear build takes
+about `linear_ratio` (10) times as long at N.
 """
 from __future__ import annotations
 
@@ -104,6 +106,15 @@ def bench_topology(parallelism: int = 10_000, pattern: str = "all-to-all", excha
         "regions": len(plan.regions),
         "partition_groups": len(plan.topology.groups),
     }
+    if parallelism >= 20:  # the same build at a tenth of the size, in this invocation: linear means ~10x
+        tenth = two_vertex_job(parallelism // 10, pattern, exchange)
+        tenth_ms, _ = measure(lambda: build_grouped(tenth), repeats)
+        result["scaling"] = {
+            "parallelism": parallelism // 10,
+            "build_ms": round(tenth_ms, 2),
+            "time_ratio": round(build_ms / tenth_ms, 2) if tenth_ms else None,
+            "linear_ratio": round(parallelism / (parallelism // 10), 2),
+        }
     small = naive_parallelism or min(parallelism, 2_000)
     small_graph = two_vertex_job(small, pattern, exchange)
     grouped_ms, grouped_mib = measure(lambda: build_grouped(small_graph), repeats)

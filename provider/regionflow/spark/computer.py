@@ -4,12 +4,13 @@ The unit's subtasks of a vertex are the partitions of one DataFrame (see `exchan
 visited in topological order; an input whose producer runs in this unit is the producer's DataFrame
 (no write, one Spark plan across the region), an input from another unit is read from the partition
 store, pruned to this unit's buckets. Only then are the outputs materialised, one Spark job per
-blocking output edge and two per sink (the write, and the figures read back), whatever the
+blocking output edge and one per sink (its figures are observed by the write), whatever the
 parallelism.
 """
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,18 +297,65 @@ class UnitComputer:
 
     def _stage_sink(self, part: _Part) -> None:
         """At most one Parquet file per core (and per subtask), numbered ``first``, ``first + 1``, ...
-        so that no two units' files share a name; then the figures per file, read back."""
+        so that no two units' files share a name; the figures per file are observed by the write
+        itself (`SinkFigures`), not read back by a second job."""
         from pyspark.sql import functions as F
 
         staging = SinkCommitter.staging_root(self.attempt_dir, part.vertex.name)
         files = min(self.files, part.span.count)
         first = part.span.first  # one file: all of it is subtask `first`'s
-        subtask = first if files == 1 else F.spark_partition_id() + F.lit(first)
-        write_directories(part.frame, staging, SUBTASK_COLUMN, subtask, files)
-        written = self.spark.read.parquet(staging)
-        data = [c for c in written.columns if c != SUBTASK_COLUMN]
-        rows = written.groupBy(SUBTASK_COLUMN).agg(*_figure_columns(data)).collect() if data else []
-        self.sink_figures[part.vertex.name] = {str(row[SUBTASK_COLUMN]): _figures_of(row) for row in rows}
+        frame = part.frame.coalesce(files)
+        if files > 1:  # after the coalesce, so that a partition id is the file's
+            frame = frame.withColumn(SUBTASK_COLUMN, F.spark_partition_id() + F.lit(first))
+        figures = SinkFigures(frame, range(first, first + files) if files > 1 else None)
+        write_directories(figures.frame, staging, SUBTASK_COLUMN, first if files == 1 else F.col(SUBTASK_COLUMN), files)
+        self.sink_figures[part.vertex.name] = figures.per_subtask(first)
+
+
+class SinkFigures:
+    """Rows and checksum of a sink's output, observed by the very job that writes it (Spark's
+    `DataFrame.observe`: the aggregates ride along with the write, no second job reads the files
+    back). The checksum is the sum of every row's xxhash64 over the data columns, mod 2^64, so it
+    does not depend on row order or on how rows are split into files.
+
+    `subtasks`: when the frame carries a subtask column (a write of several files), the figures
+    are taken per subtask; otherwise for the whole frame. Write `frame`, then read the figures."""
+
+    def __init__(self, frame, subtasks: range | None = None) -> None:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        self.columns = [c for c in frame.columns if c != SUBTASK_COLUMN]  # analysed once, reused by the write
+        self.subtasks = subtasks
+        self._observation = Observation(f"rf_figures_{uuid.uuid4().hex}")
+        if not self.columns:  # nothing to hash; such an output has no figures (as before: nothing published)
+            self.frame = frame
+            return
+        if subtasks is None:
+            aggregates = _figure_columns(self.columns)
+        else:
+            subtask = F.col(SUBTASK_COLUMN)
+            aggregates = [column for s in subtasks for column in _figure_columns(self.columns, subtask == s, s)]
+        self.frame = frame.observe(self._observation, *aggregates)
+
+    def total(self) -> tuple[int, int]:
+        """Rows and checksum of the whole frame (after it was written)."""
+        if not self.columns:
+            return 0, 0
+        figures = _figures_of(self._observation.get)
+        return figures["rows"], figures["checksum"]
+
+    def per_subtask(self, only: int) -> dict[str, dict[str, int]]:
+        """``{subtask: {"rows", "checksum"}}`` of the subtasks that got rows; `only`: the subtask of a
+        write without a subtask column."""
+        if not self.columns:
+            return {}
+        observed = self._observation.get
+        if self.subtasks is None:
+            found = {only: _figures_of(observed)}
+        else:
+            found = {s: _figures_of(observed, s) for s in self.subtasks}
+        return {str(s): figures for s, figures in found.items() if figures["rows"]}
 
 
 def write_directories(frame, root: str, column: str, value, files: int) -> None:
@@ -338,19 +386,18 @@ def check_frame(frame) -> None:
         raise TypeError(f"the vertex function returned {type(frame).__name__}; it must return a DataFrame")
 
 
-def frame_figures(frame) -> tuple[int, int]:
-    """Row count and an order-independent checksum: the sum of every row's xxhash64, mod 2^64."""
-    figures = _figures_of(frame.agg(*_figure_columns(frame.columns)).collect()[0])
-    return figures["rows"], figures["checksum"]
-
-
-def _figure_columns(columns: list[str]) -> list:
-    """The aggregates behind `frame_figures`, for ``agg`` over the data `columns`."""
+def _figure_columns(columns: list[str], where=None, suffix: object = "") -> list:
+    """The aggregates behind `SinkFigures` over the data `columns`: every row, or the rows `where`
+    holds, named ``rows<suffix>`` and ``checksum<suffix>``."""
     from pyspark.sql import functions as F
 
-    return [F.count(F.lit(1)).alias("rows"),
-            F.sum(F.xxhash64(*[F.col(c) for c in columns]).cast("decimal(38,0)")).alias("checksum")]
+    hashed = F.xxhash64(*[F.col(c) for c in columns]).cast("decimal(38,0)")
+    one = F.lit(1)
+    if where is not None:
+        one, hashed = F.when(where, one), F.when(where, hashed)
+    return [F.count(one).alias(f"rows{suffix}"), F.sum(hashed).alias(f"checksum{suffix}")]
 
 
-def _figures_of(row) -> dict[str, int]:
-    return {"rows": int(row["rows"]), "checksum": int(row["checksum"] or 0) % CHECKSUM_MODULUS}
+def _figures_of(observed, suffix: object = "") -> dict[str, int]:
+    checksum = observed[f"checksum{suffix}"]
+    return {"rows": int(observed[f"rows{suffix}"]), "checksum": int(checksum or 0) % CHECKSUM_MODULUS}

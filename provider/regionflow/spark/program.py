@@ -29,14 +29,14 @@ from typing import Any
 from ..core.graph import Vertex
 from ..core.plan import Plan
 from .api import reference_context
-from .computer import CHECKSUM_MODULUS, UnitComputer, VertexFailure, check_frame, frame_figures
+from .computer import CHECKSUM_MODULUS, SinkFigures, UnitComputer, VertexFailure, check_frame
 from .filesystems import join
 from .sinks import SinkCommitter
 from .store import PartitionStore, vertex_component
 from .task import UnitTask
 
 EXIT_VERTEX_FAILED = 3
-__all__ = ["CHECKSUM_MODULUS", "EXIT_VERTEX_FAILED", "VertexFailure", "frame_figures", "main", "resolve_sink_path",
+__all__ = ["CHECKSUM_MODULUS", "EXIT_VERTEX_FAILED", "VertexFailure", "main", "resolve_sink_path",
            "run_reference", "run_unit"]
 
 
@@ -137,7 +137,7 @@ def run_reference(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
     """Every vertex once, whole (all its subtasks in one call), inputs in memory as produced: no
     regions, no partition store, no repartitioning by regionflow: plain PySpark. A frame read twice
     is cached, as a plain program would; a sink is written as Parquet under
-    ``{data_dir}/{run_id}/reference/{vertex}`` and its figures read back."""
+    ``{data_dir}/{run_id}/reference/{vertex}``, its figures observed by that write as in a unit."""
     frames: dict[str, Any] = {}
     sinks: dict[str, dict[str, Any]] = {}
     topology = plan.topology
@@ -157,8 +157,9 @@ def run_reference(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
             frames[name] = frame
             if vertex.sink:
                 path = join(task.data_dir, task.run_id, "reference", vertex_component(name))
-                frame.write.mode("overwrite").parquet(path)
-                rows, checksum = frame_figures(spark.read.parquet(path))
+                figures = SinkFigures(frame)
+                figures.frame.write.mode("overwrite").parquet(path)
+                rows, checksum = figures.total()
                 sinks[name] = {"rows": rows, "checksum": checksum, "path": path}
         except Exception as error:  # noqa: BLE001
             raise VertexFailure(name, ctx.subtask, "reference", error) from error
