@@ -113,7 +113,9 @@ def test_two_attempts_granted_a_core_each_get_a_core_each_on_a_shared_server(ser
     sharing = share_cores(server.url, cores=2, task_seconds=1.0, a_tasks=6, b_tasks=3, b_delay=0.5)
     print(f"\nb waited {sharing.b_wait_s:.2f} s; at once while both ran: a {sharing.a_most_at_once}, "
           f"b {sharing.b_most_at_once}")
-    assert sharing.b_wait_s < 1.5
+    # FIFO cannot give b a core before a's last tasks start at 2 s, i.e. 2.5 s after b came; FAIR can at
+    # 1 s (0.5 s after). 2.0 s splits the two with room for a loaded box (1.54 s seen at 3.4x slower)
+    assert sharing.b_wait_s < 2.0
     assert sharing.a_most_at_once == 1 and sharing.b_most_at_once == 1
 
 
