@@ -304,12 +304,10 @@ class UnitComputer:
         staging = SinkCommitter.staging_root(self.attempt_dir, part.vertex.name)
         files = min(self.files, part.span.count)
         first = part.span.first  # one file: all of it is subtask `first`'s
-        frame = part.frame.coalesce(files)
-        if files > 1:  # after the coalesce, so that a partition id is the file's
-            frame = frame.withColumn(SUBTASK_COLUMN, F.spark_partition_id() + F.lit(first))
-        figures = SinkFigures(frame, range(first, first + files) if files > 1 else None)
-        write_directories(figures.frame, staging, SUBTASK_COLUMN, first if files == 1 else F.col(SUBTASK_COLUMN), files)
-        self.sink_figures[part.vertex.name] = figures.per_subtask(first)
+        figures = SinkFigures(part.frame, range(first, first + files))
+        subtask = first if files == 1 else F.spark_partition_id() + F.lit(first)
+        write_directories(part.frame, staging, SUBTASK_COLUMN, subtask, files, observe=figures.observe)
+        self.sink_figures[part.vertex.name] = figures.per_subtask()
 
 
 class SinkFigures:
@@ -318,57 +316,61 @@ class SinkFigures:
     back). The checksum is the sum of every row's xxhash64 over the data columns, mod 2^64, so it
     does not depend on row order or on how rows are split into files.
 
-    `subtasks`: when the frame carries a subtask column (a write of several files), the figures
-    are taken per subtask; otherwise for the whole frame. Write `frame`, then read the figures."""
+    `subtasks`: the subtasks written; with more than one, the frame given to `observe` carries the
+    subtask column and the figures are taken per subtask. Observe the frame that is written, write
+    it, then read the figures."""
 
-    def __init__(self, frame, subtasks: range | None = None) -> None:
+    def __init__(self, frame, subtasks: range = range(1)) -> None:
         from pyspark.sql import Observation
-        from pyspark.sql import functions as F
 
         self.columns = [c for c in frame.columns if c != SUBTASK_COLUMN]  # analysed once, reused by the write
         self.subtasks = subtasks
         self._observation = Observation(f"rf_figures_{uuid.uuid4().hex}")
-        if not self.columns:  # nothing to hash; such an output has no figures (as before: nothing published)
-            self.frame = frame
-            return
-        if subtasks is None:
+
+    def observe(self, frame):
+        """`frame` with the figures' aggregates attached (unchanged when there is no column to hash:
+        such an output has no figures, and nothing of it is published)."""
+        from pyspark.sql import functions as F
+
+        if not self.columns:
+            return frame
+        if len(self.subtasks) == 1:
             aggregates = _figure_columns(self.columns)
         else:
             subtask = F.col(SUBTASK_COLUMN)
-            aggregates = [column for s in subtasks for column in _figure_columns(self.columns, subtask == s, s)]
-        self.frame = frame.observe(self._observation, *aggregates)
+            aggregates = [column for s in self.subtasks for column in _figure_columns(self.columns, subtask == s, s)]
+        return frame.observe(self._observation, *aggregates)
 
     def total(self) -> tuple[int, int]:
         """Rows and checksum of the whole frame (after it was written)."""
-        if not self.columns:
-            return 0, 0
-        figures = _figures_of(self._observation.get)
+        figures = self.per_subtask().get(str(self.subtasks[0]), {"rows": 0, "checksum": 0})
         return figures["rows"], figures["checksum"]
 
-    def per_subtask(self, only: int) -> dict[str, dict[str, int]]:
-        """``{subtask: {"rows", "checksum"}}`` of the subtasks that got rows; `only`: the subtask of a
-        write without a subtask column."""
+    def per_subtask(self) -> dict[str, dict[str, int]]:
+        """``{subtask: {"rows", "checksum"}}`` of the subtasks that got rows (after the write)."""
         if not self.columns:
             return {}
         observed = self._observation.get
-        if self.subtasks is None:
-            found = {only: _figures_of(observed)}
+        if len(self.subtasks) == 1:
+            found = {self.subtasks[0]: _figures_of(observed)}
         else:
             found = {s: _figures_of(observed, s) for s in self.subtasks}
         return {str(s): figures for s, figures in found.items() if figures["rows"]}
 
 
-def write_directories(frame, root: str, column: str, value, files: int) -> None:
+def write_directories(frame, root: str, column: str, value, files: int, observe=None) -> None:
     """`frame` as Parquet under `root` in Hive-style ``column=<v>`` directories, at most `files` files
     in each. `value` is each row's directory: a Column (computed after the coalesce, so a partition id
     is the file's) split by ``partitionBy``, or an int when every row goes to one directory, which is
     then written directly: the same layout without partitionBy's per-row routing and its
-    dynamic-partition commit (~0.3 s a write on this project's 2-core box)."""
+    dynamic-partition commit (~0.3 s a write on this project's 2-core box). `observe`: applied to the
+    frame as written (`SinkFigures.observe`), after the directory column is computed."""
     frame = frame.coalesce(files)
     if isinstance(value, int):
-        frame.write.mode("overwrite").parquet(join(root, f"{column}={value}"))
+        (observe(frame) if observe else frame).write.mode("overwrite").parquet(join(root, f"{column}={value}"))
     else:
-        frame.withColumn(column, value).write.mode("overwrite").partitionBy(column).parquet(root)
+        frame = frame.withColumn(column, value)
+        (observe(frame) if observe else frame).write.mode("overwrite").partitionBy(column).parquet(root)
 
 
 def _union_all(frames: list):

@@ -158,7 +158,7 @@ def run_reference(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
             if vertex.sink:
                 path = join(task.data_dir, task.run_id, "reference", vertex_component(name))
                 figures = SinkFigures(frame)
-                figures.frame.write.mode("overwrite").parquet(path)
+                figures.observe(frame).write.mode("overwrite").parquet(path)
                 rows, checksum = figures.total()
                 sinks[name] = {"rows": rows, "checksum": checksum, "path": path}
         except Exception as error:  # noqa: BLE001
