@@ -98,11 +98,9 @@ def machine_speed(units=10, touch_mib=64):
     import mmap
     import statistics
 
-    times = []
-    for _ in range(units):
-        started = time.perf_counter()
-        sum(range(2_000_000))
-        times.append((time.perf_counter() - started) * 1000)
+    from regionflow.bench.machine import cpu_unit_times
+
+    times = cpu_unit_times(units)
     memory = mmap.mmap(-1, touch_mib << 20)
     started = time.perf_counter()
     for offset in range(0, len(memory), 4096):
