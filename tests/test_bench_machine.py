@@ -15,7 +15,7 @@ def test_a_box_twice_as_slow_doubles_a_rate_and_halves_a_duration_in_the_estimat
 
 def test_a_probe_after_the_run_is_averaged_with_the_one_before():
     before = MachineSpeed(1000.0)  # far from any real unit: the mean must move towards it
-    after = MachineSpeed.probe(2, before)
+    after = MachineSpeed.probe(2, earlier=before)
     assert after.cpu_unit_ms > 500 and after.cpu_unit_ms < 1000
     assert len(cpu_unit_times(3)) == 3 and all(t > 0 for t in cpu_unit_times(3))
 

@@ -5,6 +5,7 @@ Every expected failure is a `RegionflowError`; the CLI prints its message (no tr
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -282,34 +283,21 @@ def _bench_handler(kind: str) -> Callable[[argparse.Namespace], int]:
         from .bench.machine import with_machine_speed
 
         options = {k: v for k, v in vars(args).items() if k not in ("handler", "format", "debug")}
-        rates, durations = _QUIET_FIGURES[kind]
-        _print_result(with_machine_speed(lambda: _bench_function(kind)(**options), rates, durations), args.format)
+        module, function, rates, durations = _BENCHES[kind]
+        bench = getattr(importlib.import_module(module, __package__), function)
+        _print_result(with_machine_speed(lambda: bench(**options), rates, durations), args.format)
         return 0
 
     return handler
 
 
-# per bench kind, the absolute figures also printed as estimates for the quiet box (`bench.machine`):
-# (rates, durations)
-_QUIET_FIGURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "topology": ((), ("build_ms",)),
-    "pool": (("decisions_per_s",), ()),
-    "schedule": ((), ("schedule_wall_s", "plan_wall_s")),
+# per bench kind: where its function is (imported when run), and its absolute figures that are also
+# printed as estimates for the quiet box (`bench.machine`): per-second rates, then durations
+_BENCHES: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...]]] = {
+    "topology": (".bench.topology", "bench_topology", (), ("build_ms",)),
+    "pool": (".scheduling.pool_bench", "bench_pool", ("decisions_per_s",), ()),
+    "schedule": (".scheduling.simulate", "bench_schedule", (), ("schedule_wall_s", "plan_wall_s")),
 }
-
-
-def _bench_function(kind: str) -> Callable[..., dict]:
-    if kind == "topology":
-        from .bench.topology import bench_topology
-
-        return bench_topology
-    if kind == "pool":
-        from .scheduling.pool_bench import bench_pool
-
-        return bench_pool
-    from .scheduling.simulate import bench_schedule
-
-    return bench_schedule
 
 
 def _positive_int(text: str) -> int:

@@ -38,11 +38,11 @@ class MachineSpeed:
     cpu_unit_ms: float
 
     @classmethod
-    def probe(cls, units: int = 10, *earlier: MachineSpeed) -> MachineSpeed:
-        """Measure `units` CPU units now; with `earlier` probes, the mean of their medians and this
+    def probe(cls, units: int = 10, earlier: MachineSpeed | None = None) -> MachineSpeed:
+        """Measure `units` CPU units now; with an `earlier` probe, the mean of its median and this
         one's (a benchmark probes before and after it runs, since the box's speed drifts)."""
         now = statistics.median(cpu_unit_times(units))
-        return cls(statistics.fmean([now, *(speed.cpu_unit_ms for speed in earlier)]))
+        return cls(now if earlier is None else (now + earlier.cpu_unit_ms) / 2)
 
     @property
     def slowdown(self) -> float:
@@ -69,7 +69,7 @@ def with_machine_speed(run: Callable[[], dict[str, Any]], rates: tuple[str, ...]
     second) and `durations` (seconds or milliseconds) scaled to the quiet box."""
     before = MachineSpeed.probe()
     result = run()
-    speed = MachineSpeed.probe(10, before)
+    speed = MachineSpeed.probe(earlier=before)
     estimate: dict[str, float] = {name: round(speed.quiet_rate(result[name])) for name in rates}
     estimate.update({name: round(speed.quiet_seconds(result[name]), 3) for name in durations})
     return {**result, "machine": speed.to_dict(), "quiet_estimate": estimate}

@@ -365,12 +365,15 @@ def write_directories(frame, root: str, column: str, value, files: int, observe=
     then written directly: the same layout without partitionBy's per-row routing and its
     dynamic-partition commit (~0.3 s a write on this project's 2-core box). `observe`: applied to the
     frame as written (`SinkFigures.observe`), after the directory column is computed."""
+    one_directory = isinstance(value, int)
     frame = frame.coalesce(files)
-    if isinstance(value, int):
-        (observe(frame) if observe else frame).write.mode("overwrite").parquet(join(root, f"{column}={value}"))
-    else:
+    if not one_directory:
         frame = frame.withColumn(column, value)
-        (observe(frame) if observe else frame).write.mode("overwrite").partitionBy(column).parquet(root)
+    writer = (observe(frame) if observe else frame).write.mode("overwrite")
+    if one_directory:
+        writer.parquet(join(root, f"{column}={value}"))
+    else:
+        writer.partitionBy(column).parquet(root)
 
 
 def _union_all(frames: list):
