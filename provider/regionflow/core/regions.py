@@ -25,7 +25,7 @@ from operator import eq, not_
 
 from .topology import ExecutionEdge, ExecutionTopology, gc_paused
 
-Members = list[int] | range  # a region's sorted subtask ids (a range for a whole region)
+Members = list[int] | range  # a region's sorted subtask ids (a range for one subtask or a whole region)
 
 
 class Region:
@@ -35,7 +35,7 @@ class Region:
 
     def __init__(self, index: int, members: Members, logical: int) -> None:
         self.index = index
-        self.members = members  # sorted global subtask ids (a list, or a range for a whole region)
+        self.members = members  # sorted global subtask ids: a list, or a range (one subtask, or a whole region)
         self.logical = logical
         # blocking groups read from outside: (group index, whether this region also produces into it);
         # a shared tuple while it reads none or one (most regions of a large job), then a list
@@ -216,7 +216,9 @@ def _singleton_regions(topology: ExecutionTopology, vertex: int, root: int, regi
     first = len(member_lists)
     lo, hi = topology.offsets[vertex], topology.offsets[vertex + 1]
     region_of[lo:hi] = ids[first:first + hi - lo]
-    member_lists.extend(map(list, zip(ids[lo:hi])))  # [s] for each subtask s, with no new int
+    # range(s, s + 1) for each subtask s: no new int (both ends come from `ids`), and unlike a one-item
+    # list a range is not tracked by the garbage collector, which otherwise scans every one after the build
+    member_lists.extend(map(range, ids[lo:hi], ids[lo + 1:hi + 1]))
     region_logical.extend([root] * (hi - lo))
 
 
