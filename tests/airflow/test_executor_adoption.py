@@ -4,6 +4,7 @@ stayed queued. No stack: LocalExecutor's workers are a list we read, as in test_
 import time
 from types import SimpleNamespace
 
+import pytest
 from airflow.utils.state import TaskInstanceState
 from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
 
@@ -72,8 +73,23 @@ def test_a_clean_stop_releases_the_waiting_rows_at_once(settings, monkeypatch): 
     assert rows(settings)["running"].state is GrantState.GRANTED  # until a successor sees its task end
 
 
+def test_a_try_just_handed_to_the_workers_is_not_revoked(settings, monkeypatch):  # noqa: F811
+    # Airflow's stuck-in-queued check can come right after a long wait for slots ended: the worker is
+    # starting the try then, and the workload cannot be taken back from LocalExecutor's queue
+    ex = executor(monkeypatch)
+    ex.queued_timeout_s = 600.0
+    starting, behind = workload(slots=4, task_id="starting"), workload(slots=4, task_id="behind")
+    queue(ex, starting, behind)
+    with pytest.raises(NotImplementedError, match="starting, not stuck"):
+        ex.revoke_task(ti=starting.ti)
+    assert starting.key in ex.running and rows(settings)["starting"].state is GrantState.GRANTED
+    assert [w.ti.task_id for w in ex.activity_queue] == ["starting"] and ex.pool.free_slots() == 0
+    assert ex.cleanup_stuck_queued_tasks([starting.ti]) == []
+
+
 def test_a_try_airflow_revokes_after_it_got_its_slots_gives_them_back(settings, monkeypatch):  # noqa: F811
     ex = executor(monkeypatch)
+    ex.queued_timeout_s = 0.0  # handed to the workers longer ago than [scheduler] task_queued_timeout
     stuck, behind = workload(slots=4, task_id="stuck"), workload(slots=4, task_id="behind")
     queue(ex, stuck, behind)
     ex.revoke_task(ti=stuck.ti)  # its worker never started it; Airflow queues it again or fails it

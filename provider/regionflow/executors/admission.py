@@ -120,6 +120,7 @@ class AdmissionGate:
         self.waiting: dict[Hashable, str] = {}  # try key -> bulk id of its waiting admission
         self.granted: dict[Hashable, str] = {}  # try key -> bulk id of its live grant
         self.runs: dict[Hashable, int] = {}  # try key -> runs handed to the workers, end not yet read
+        self.handed_at: dict[Hashable, float] = {}  # try key -> when its latest run went to the workers (monotonic)
         self._requeue: list[Held] = []  # held tries whose place another scheduler released
         self._unrecorded: dict[str, str | None] = {}  # bulk id -> message of a release the store missed
         self._unheard: dict[Hashable, float] = {}  # granted try key -> when Airflow's database first said it ended
@@ -241,8 +242,14 @@ class AdmissionGate:
             self.runs[key] = left
             self.log.info("RegionExecutor: late %s of an earlier run of %s not reported", state, key)
             return False
-        self.runs.pop(key, None)
+        self._forget_runs(key)
         return True
+
+    def handed_within(self, key: Hashable, seconds: float, now: float) -> bool:
+        """Whether try `key`'s latest run went to the workers less than `seconds` before `now` (monotonic):
+        its worker may be starting it right now."""
+        at = self.handed_at.get(key)
+        return at is not None and now - at < seconds
 
     def after_end(self, key: Hashable, state: str) -> None:
         """The try's end was reported: its slots go back, or it leaves the queue if it still waited."""
@@ -305,7 +312,7 @@ class AdmissionGate:
     def end_unheard(self, key: Hashable, now_is: str) -> None:
         """End a granted try found by `unheard_ends`: its runs are forgotten and its slots go back."""
         self._unheard.pop(key, None)
-        self.runs.pop(key, None)
+        self._forget_runs(key)
         bulk_id = self.granted.pop(key, None)
         if bulk_id is not None:
             self.log.warning("RegionExecutor: %s is %s in Airflow's database, but no worker reported its end; "
@@ -319,7 +326,7 @@ class AdmissionGate:
         if bulk_id is not None:
             self.held.pop(bulk_id, None)
             guarded(self.log, "freeing its slots", self._free, bulk_id, message)
-        self.runs.pop(key, None)
+        self._forget_runs(key)
         self.operations.fail(workload, message)
 
     def fail_unexpected(self, workload: Any, key: Hashable, doing: str, error: BaseException) -> None:
@@ -329,7 +336,7 @@ class AdmissionGate:
 
     def revoke(self, key: Hashable) -> None:
         """Forget a try handed to a worker that never started it: its slots go back (Airflow revoked it)."""
-        self.runs.pop(key, None)
+        self._forget_runs(key)
         bulk_id = self.granted.pop(key, None)
         if bulk_id is not None:
             self.log.warning("RegionExecutor: %s revoked by Airflow (queued too long); its slots are released", key)
@@ -370,7 +377,12 @@ class AdmissionGate:
 
     def _hand_over(self, workload: Any, key: Hashable) -> None:
         self.runs[key] = self.runs.get(key, 0) + 1
+        self.handed_at[key] = time.monotonic()
         self.operations.hand_over(workload)
+
+    def _forget_runs(self, key: Hashable) -> None:
+        self.runs.pop(key, None)
+        self.handed_at.pop(key, None)
 
     def _run_shortfall(self, attempt: Try, job_id: str) -> str:
         """A run's declaration, checked when a task of a region without upstream regions is queued

@@ -92,6 +92,8 @@ class RegionExecutor(LocalExecutor):
                                   recovery=self.recovery, metrics=self.metrics, log=self.log,
                                   owner=self.recovery.scheduler_id)
         self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
+        # a try handed to the workers is not taken for stuck before this long (see `revoke_task`)
+        self.queued_timeout_s = _queued_timeout_s()
         self._idle_check = Every(IDLE_CHECK_INTERVAL_S)
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -133,18 +135,24 @@ class RegionExecutor(LocalExecutor):
         """Airflow's scheduler revokes task instances QUEUED for longer than ``[scheduler]
         task_queued_timeout``, then queues them again (at most twice) or fails them.
 
-        A try that was handed to a worker and is still QUEUED is stuck (its worker never started it): its
-        slots are released and it is forgotten, like LocalExecutor would forget it. A try that waits for
-        its slot bulk is not stuck: as in Flink, only a request no cluster state can satisfy fails (at
-        once, see `AdmissionGate.admit`), and a long wait gets a not-enough-resources notice
-        (``[regionflow] resource_wait_timeout``). Revoking it would throw it to the back of the FIFO queue
-        and fail big regions on a busy cluster, so that is declined (NotImplementedError, which Airflow's
-        scheduler reads as "leave it queued").
+        A try that waits for its slot bulk is not stuck: as in Flink, only a request no cluster state can
+        satisfy fails (at once, see `AdmissionGate.admit`), and a long wait gets a not-enough-resources
+        notice (``[regionflow] resource_wait_timeout``). Revoking it would throw it to the back of the FIFO
+        queue and fail big regions on a busy cluster, so that is declined (NotImplementedError, which
+        Airflow's scheduler reads as "leave it queued"). So is revoking a try handed to the workers less
+        than ``task_queued_timeout`` ago: it waited that long for its slots and its worker is starting it
+        now (the handed workload cannot be taken back from LocalExecutor's queue; revoked, it would run
+        anyway and its worker's report of a task no longer queued would fail the try queued again). A
+        try handed to the workers longer ago than that and still QUEUED is stuck (its worker went away):
+        its slots are released and it is forgotten.
         """
         key = ti.key
         if key in self.gate.waiting:
             raise NotImplementedError(f"RegionExecutor keeps {key} waiting for its slots in FIFO order; "
                                       f"it is not stuck")
+        if self.gate.handed_within(key, self.queued_timeout_s, time.monotonic()):
+            raise NotImplementedError(f"RegionExecutor handed {key} to its workers less than "
+                                      f"{self.queued_timeout_s:g} s ago; it is starting, not stuck")
         guarded(self.log, f"revoking {key}", self.gate.revoke, key)
         self.running.discard(key)
         self.queued_tasks.pop(key, None)
@@ -317,6 +325,14 @@ def _stopped_after_s() -> float:
     from airflow.configuration import conf
 
     return conf.getfloat("scheduler", "scheduler_health_check_threshold", fallback=STOPPED_AFTER_S)
+
+
+def _queued_timeout_s() -> float:
+    """Airflow's ``[scheduler] task_queued_timeout``: how long a task may stay QUEUED before the scheduler
+    takes it for stuck."""
+    from airflow.configuration import conf
+
+    return conf.getfloat("scheduler", "task_queued_timeout", fallback=600.0)
 
 
 def _job_id(job_id: Any) -> int | None:
