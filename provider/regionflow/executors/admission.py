@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..contract import INPUTS_GATE_NOTE, NoSlots, RegionSlots, TaskContract, shard_bulk_label
 from ..core.resources import UNKNOWN
@@ -56,6 +56,13 @@ class Try:
             return Bulk(bulk_id, job_id, f"{self.dag_id}.{self.task_id}", (UNKNOWN,))
         requests, label = self.contract.shard(self.map_index)
         return Bulk(bulk_id, job_id, shard_bulk_label(self.dag_id, self.task_id, self.map_index, label), requests)
+
+
+class Runs(NamedTuple):
+    """A try's runs handed to the workers whose end is not yet read, and when the latest went (monotonic)."""
+
+    unread: int  # runs whose end is not yet read
+    handed_at: float
 
 
 @dataclass
@@ -119,8 +126,7 @@ class AdmissionGate:
         self.held: dict[str, Held] = {}  # bulk id -> try waiting for its grant
         self.waiting: dict[Hashable, str] = {}  # try key -> bulk id of its waiting admission
         self.granted: dict[Hashable, str] = {}  # try key -> bulk id of its live grant
-        self.runs: dict[Hashable, int] = {}  # try key -> runs handed to the workers, end not yet read
-        self.handed_at: dict[Hashable, float] = {}  # try key -> when its latest run went to the workers (monotonic)
+        self.runs: dict[Hashable, Runs] = {}  # try key -> its runs handed to the workers, end not yet read
         self._requeue: list[Held] = []  # held tries whose place another scheduler released
         self._unrecorded: dict[str, str | None] = {}  # bulk id -> message of a release the store missed
         self._unheard: dict[Hashable, float] = {}  # granted try key -> when Airflow's database first said it ended
@@ -237,19 +243,24 @@ class AdmissionGate:
     def end_of_run(self, key: Hashable, state: str) -> bool:
         """A run of try `key` ended: whether to report it. Not when the scheduler queued the try again
         before this end was read (reported, Airflow would take it for the new run's end)."""
-        left = self.runs.get(key, 0) - 1
-        if left > 0:
-            self.runs[key] = left
+        runs = self.runs.get(key)
+        if runs is not None and runs.unread > 1:
+            self.runs[key] = runs._replace(unread=runs.unread - 1)
             self.log.info("RegionExecutor: late %s of an earlier run of %s not reported", state, key)
             return False
-        self._forget_runs(key)
+        self.runs.pop(key, None)
         return True
 
-    def handed_within(self, key: Hashable, seconds: float, now: float) -> bool:
-        """Whether try `key`'s latest run went to the workers less than `seconds` before `now` (monotonic):
-        its worker may be starting it right now."""
-        at = self.handed_at.get(key)
-        return at is not None and now - at < seconds
+    def not_stuck(self, key: Hashable, now: float, starting_s: float) -> str | None:
+        """Why try `key`, QUEUED too long in Airflow's eyes, is not stuck (None: it is). It waits for its
+        slots in FIFO order, or its latest run went to the workers less than `starting_s` before `now`
+        (monotonic), so its worker is starting it."""
+        if key in self.waiting:
+            return f"keeps {key} waiting for its slots in FIFO order; it is not stuck"
+        runs = self.runs.get(key)
+        if runs is not None and now - runs.handed_at < starting_s:
+            return f"handed {key} to its workers less than {starting_s:g} s ago; it is starting, not stuck"
+        return None
 
     def after_end(self, key: Hashable, state: str) -> None:
         """The try's end was reported: its slots go back, or it leaves the queue if it still waited."""
@@ -312,7 +323,7 @@ class AdmissionGate:
     def end_unheard(self, key: Hashable, now_is: str) -> None:
         """End a granted try found by `unheard_ends`: its runs are forgotten and its slots go back."""
         self._unheard.pop(key, None)
-        self._forget_runs(key)
+        self.runs.pop(key, None)
         bulk_id = self.granted.pop(key, None)
         if bulk_id is not None:
             self.log.warning("RegionExecutor: %s is %s in Airflow's database, but no worker reported its end; "
@@ -326,7 +337,7 @@ class AdmissionGate:
         if bulk_id is not None:
             self.held.pop(bulk_id, None)
             guarded(self.log, "freeing its slots", self._free, bulk_id, message)
-        self._forget_runs(key)
+        self.runs.pop(key, None)
         self.operations.fail(workload, message)
 
     def fail_unexpected(self, workload: Any, key: Hashable, doing: str, error: BaseException) -> None:
@@ -336,7 +347,7 @@ class AdmissionGate:
 
     def revoke(self, key: Hashable) -> None:
         """Forget a try handed to a worker that never started it: its slots go back (Airflow revoked it)."""
-        self._forget_runs(key)
+        self.runs.pop(key, None)
         bulk_id = self.granted.pop(key, None)
         if bulk_id is not None:
             self.log.warning("RegionExecutor: %s revoked by Airflow (queued too long); its slots are released", key)
@@ -376,13 +387,9 @@ class AdmissionGate:
         return True
 
     def _hand_over(self, workload: Any, key: Hashable) -> None:
-        self.runs[key] = self.runs.get(key, 0) + 1
-        self.handed_at[key] = time.monotonic()
+        runs = self.runs.get(key)
+        self.runs[key] = Runs(runs.unread + 1 if runs else 1, time.monotonic())
         self.operations.hand_over(workload)
-
-    def _forget_runs(self, key: Hashable) -> None:
-        self.runs.pop(key, None)
-        self.handed_at.pop(key, None)
 
     def _run_shortfall(self, attempt: Try, job_id: str) -> str:
         """A run's declaration, checked when a task of a region without upstream regions is queued

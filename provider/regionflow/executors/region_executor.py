@@ -147,12 +147,9 @@ class RegionExecutor(LocalExecutor):
         its slots are released and it is forgotten.
         """
         key = ti.key
-        if key in self.gate.waiting:
-            raise NotImplementedError(f"RegionExecutor keeps {key} waiting for its slots in FIFO order; "
-                                      f"it is not stuck")
-        if self.gate.handed_within(key, self.queued_timeout_s, time.monotonic()):
-            raise NotImplementedError(f"RegionExecutor handed {key} to its workers less than "
-                                      f"{self.queued_timeout_s:g} s ago; it is starting, not stuck")
+        not_stuck = self.gate.not_stuck(key, time.monotonic(), self.queued_timeout_s)
+        if not_stuck is not None:
+            raise NotImplementedError(f"RegionExecutor {not_stuck}")
         guarded(self.log, f"revoking {key}", self.gate.revoke, key)
         self.running.discard(key)
         self.queued_tasks.pop(key, None)
