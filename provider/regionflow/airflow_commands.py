@@ -91,9 +91,9 @@ def plan(args: argparse.Namespace) -> str:
     """``airflow regionflow plan DAG_ID``: the plan of the DAG's regionflow job, as `regionflow plan` prints it."""
     from .cli import mode_option, plan_output
 
-    _config()  # a bad [regionflow] option is named here, not as the DAG file's import error
+    config = _config()  # a bad [regionflow] option is named here, not as the DAG file's import error
     mode = mode_option(args.mode)
-    return plan_output(dag_job(args.dag_id), mode, args.format, inputs=args.inputs)
+    return plan_output(dag_job(args.dag_id), mode, args.format, inputs=args.inputs, max_shards=config.max_shards)
 
 
 def dag_job(dag_id: str) -> JobGraph:

@@ -113,23 +113,27 @@ def _add_plan(commands) -> None:
     plan.add_argument("--mode", default=None, help=MODES_HELP)
     plan.add_argument("--format", choices=("text", "json"), default="text")
     plan.add_argument("--inputs", action="store_true", help="also list the producer subtasks each subtask reads")
+    plan.add_argument("--max-shards", type=_positive_int, default=1,
+                      help="shards per logical region, as `run --max-shards` (JSON: whether adaptive vertices are "
+                           "decided again at grant time depends on it)")
     plan.set_defaults(handler=run_plan)
 
 
 def run_plan(args: argparse.Namespace) -> int:
     reference = f"{args.job}#{args.dag_id}" if args.dag_id else args.job
-    print(plan_output(load_job(reference), mode_option(args.mode), args.format, inputs=args.inputs))
+    print(plan_output(load_job(reference), mode_option(args.mode), args.format, inputs=args.inputs,
+                      max_shards=args.max_shards))
     return 0
 
 
 def plan_output(graph: JobGraph, mode: ExchangeMode | None = None, output_format: str = "text",
-                inputs: bool = False) -> str:
+                inputs: bool = False, max_shards: int | None = 1) -> str:
     """What ``plan`` prints for a job: its pipelined regions under `mode` (None: the job's own mode),
     as text or JSON; with `inputs`, the producer subtasks each subtask reads. ``airflow regionflow
     plan`` prints the same for a DAG's job."""
     plan = Plan(graph, mode)
     if output_format == "json":
-        return json.dumps(plan_document(plan, inputs=inputs), indent=2)
+        return json.dumps(plan_document(plan, inputs=inputs, max_shards=max_shards), indent=2)
     return plan.to_text(inputs=inputs)
 
 

@@ -5,18 +5,22 @@ its slots gets on a cluster master (``spark_conf``, `regionflow.spark.sizing`): 
 memory, memory fraction, off-heap, GPUs. A region whose requests declare nothing shows cores only;
 its memory is then the granted host's slot. On a ``local[k]`` master the same memory goes to the one
 JVM (``spark.driver.memory`` = slots x per-slot memory). Adaptive vertices (``parallelism=(min, max)``)
-are listed under ``adaptive_parallelism`` with what they declare and the value the plan uses.
+are listed under ``adaptive_parallelism`` with what they declare, the value the plan uses, their
+``target_bytes_per_subtask`` when given, and ``at_grant``: true when the value is decided again as the
+region's unit starts (`core.adaptive.at_grant`), else the reason it is not (for logical regions cut
+into at most `max_shards` shards: ``regionflow run``'s default, 1, unless told).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from .core.adaptive import grant_time_blocker
 from .core.plan import Plan
 from .core.resources import UNKNOWN
 from .spark.sizing import region_spark_conf, slot_size
 
 
-def plan_document(plan: Plan, inputs: bool = False) -> dict[str, Any]:
+def plan_document(plan: Plan, inputs: bool = False, max_shards: int | None = 1) -> dict[str, Any]:
     """`plan` as a JSON-able dict; with `inputs`, the producer subtasks each subtask reads."""
     data = plan.to_dict(inputs=inputs)
     confs: dict[tuple[Any, ...], dict[str, str]] = {}
@@ -29,8 +33,21 @@ def plan_document(plan: Plan, inputs: bool = False) -> dict[str, Any]:
             confs[shape] = region_spark_conf(size, plan.slots(region))
         spark_conf.append(confs[shape])
     data["spark_conf"] = spark_conf
-    adaptive = {name: {"declared": list(vertex.parallelism_range), "decided": vertex.parallelism}
-                for name, vertex in plan.graph.vertices.items() if vertex.parallelism_range is not None}
+    adaptive: dict[str, dict[str, Any]] = {}
+    names = plan.topology.vertex_names
+    for logical in plan.region_set.logical:
+        at_grant: str | bool | None = None  # found once per logical region
+        for v in logical.vertices:
+            vertex = plan.graph.vertices[names[v]]
+            if vertex.parallelism_range is None:
+                continue
+            if at_grant is None:
+                at_grant = grant_time_blocker(plan, logical.index, max_shards) or True
+            entry: dict[str, Any] = {"declared": list(vertex.parallelism_range), "decided": vertex.parallelism}
+            if vertex.target_bytes_per_subtask is not None:
+                entry["target_bytes_per_subtask"] = vertex.target_bytes_per_subtask
+            entry["at_grant"] = at_grant
+            adaptive[vertex.name] = entry
     if adaptive:
         data["adaptive_parallelism"] = adaptive
     return data

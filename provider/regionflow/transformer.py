@@ -168,7 +168,8 @@ def job_graph_of(dag_id: str, vertices: list[SparkVertexOperator], mode: Exchang
     graph = JobGraph(dag_id, default_mode=mode.value)
     for vertex in vertices:
         graph.add_vertex(vertex.task_id, vertex.parallelism, vertex.vertex_resources, vertex.slot_sharing_group,
-                         vertex.fn, vertex.sink, vertex.reads, vertex.external_writes)
+                         vertex.fn, vertex.sink, vertex.reads, vertex.external_writes,
+                         vertex.target_bytes_per_subtask)
     names = {vertex.task_id: vertex for vertex in vertices}
     for vertex in vertices:
         declared = {edge.src for edge in vertex.regionflow_inputs}

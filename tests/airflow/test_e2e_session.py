@@ -12,9 +12,12 @@ import pytest
 from test_e2e import DAGS, MODES, run
 
 from regionflow.cli import main
+from regionflow.core.adaptive import decided_plan
+from regionflow.core.graph import load_dag_file_job
 from regionflow.operators.region import dag_run_outputs
 from regionflow.processes import wait_until
-from regionflow.spark.store import run_key_for
+from regionflow.spark.store import PartitionStore, run_key_for
+from regionflow.spark.unit import UnitLayout
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
 
@@ -30,6 +33,7 @@ def stack(tmp_path_factory):
     shutil.copy(os.path.join(DAGS, "rf_modes.py"), dags / "rf_modes.py")
     shutil.copy(os.path.join(DAGS, "rf_disk.py"), dags / "rf_disk.py")
     shutil.copy(os.path.join(SESSION_DAGS, "rf_early_shards.py"), dags / "rf_early_shards.py")
+    shutil.copy(os.path.join(SESSION_DAGS, "rf_adaptive.py"), dags / "rf_adaptive.py")
     options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session"}
     with EmbeddedAirflow(str(home), str(dags), regionflow_options=options) as airflow:
         yield airflow
@@ -69,6 +73,27 @@ def test_every_mode_gives_the_reference_checksum_on_the_session_backend(stack, o
     some_task = stack.task_instances("orders_all_blocking", runs["orders_all_blocking"])[0]
     log = stack.task_log("orders_all_blocking", runs["orders_all_blocking"], some_task["task_id"], 1)
     assert "on sc://127.0.0.1:" in log  # the attempt's own lines reach the task log
+
+
+def test_an_adaptive_vertex_is_decided_again_when_its_region_task_is_granted(stack):
+    """Planned at 4 (the cluster's slots), `per_customer` reads a few KB against 1 GiB per subtask: its
+    region task runs it as one subtask, says so in its log, and the sink has every customer."""
+    run_id = run(stack, "adaptive_at_grant")
+    assert stack.wait_for_run("adaptive_at_grant", run_id, timeout=600) == "success"
+    log = stack.task_log("adaptive_at_grant", run_id, "per_customer", 1)
+    assert "adaptive parallelism per_customer=1 for 4 granted slot(s) and" in log
+    assert "(planned per_customer=4)" in log
+    data_dir = stack.regionflow_options["data_dir"]
+    # the plan the dag-processor parsed, for the stack's 4 slots (this process's [regionflow] hosts differ)
+    graph = load_dag_file_job(os.path.join(stack.dags_folder, "rf_adaptive.py"), "adaptive_at_grant")
+    layout = UnitLayout(decided_plan(graph, 4), 1)
+    partitions = PartitionStore(data_dir, run_key_for("adaptive_at_grant", run_id))
+    assert layout.plan.graph.vertices["per_customer"].parallelism == 4
+    committed = partitions.committed(layout.keys[layout.units_of_logical(1)[0]])
+    assert committed is not None and committed.manifest["parallelism"] == {"per_customer": 1}
+    figures = layout.sink_figures(partitions, data_dir)["per_customer"]
+    parts = [name for name in os.listdir(figures["path"]) if name.startswith("part-")]
+    assert figures["rows"] == 500 and parts == ["part-00000.parquet"]
 
 
 def test_a_server_that_does_not_answer_fails_the_task_at_once_as_a_lost_host(stack):

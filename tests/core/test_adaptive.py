@@ -71,8 +71,8 @@ def test_a_plan_reference_carries_the_decisions_and_rebuilds_the_same_plan():
     again = Plan.from_reference(reference)
     assert again.topology.subtask_count == plan.topology.subtask_count == 10
     document = plan_document(plan)
-    assert document["adaptive_parallelism"] == {"scan": {"declared": [2, 8], "decided": 5},
-                                                "agg": {"declared": [2, 8], "decided": 5}}
+    assert document["adaptive_parallelism"] == {"scan": {"declared": [2, 8], "decided": 5, "at_grant": True},
+                                                "agg": {"declared": [2, 8], "decided": 5, "at_grant": True}}
 
 
 def test_applying_a_value_outside_the_declaration_names_the_vertex():

@@ -103,6 +103,19 @@ def adaptive_job():
     return graph.validate()
 
 
+def adaptive_bytes_job():
+    """Orders (2 subtasks) counted per customer by an adaptive [1, 8] vertex that wants 1 GiB per subtask:
+    decided at grant time from the few KB it reads, it runs as one subtask."""
+    from regionflow.core.graph import JobGraph
+
+    graph = JobGraph("adaptive_bytes")
+    graph.add_vertex("orders", 2, fn=orders.generate_orders)
+    graph.add_vertex("per_customer", (1, 8), fn=orders.count_per_customer, sink="adaptive_bytes/per_customer",
+                     target_bytes_per_subtask=1 << 30)
+    graph.connect("orders", "per_customer", "hash", keys=["customer_id"])
+    return graph.validate()
+
+
 HOLD_DIR_VARIABLE = "REGIONFLOW_TEST_HOLD_DIR"
 HOLD_RELEASE = "release"
 HOLD_LIMIT_S = 90.0

@@ -12,13 +12,24 @@ the same value, so a FORWARD edge between two of them stays FORWARD. Fixed verti
 plan, the topology and every descriptor are then built for the decided values; a region program that
 rebuilds the graph from its reference applies the same decisions (`apply`).
 
-What is not done: the value is decided when the plan is built (``regionflow run`` start, DAG parse),
-from the cluster's total slots, not per grant from the slots a region actually got, and not from the
-bytes a blocking producer wrote (``target_bytes_per_subtask``).
+Decided again at grant time (`at_grant`). When a unit starts, its logical region's adaptive vertices
+are decided once more, from the slots the unit's Spark application actually got and, for a vertex
+with ``target_bytes_per_subtask``, from the bytes the unit reads from blocking partitions (Flink's
+adaptive batch scheduler: ``ceil(bytes / target)``). The same rule as above, over the one region:
+start at the granted slots, cap each declaration by its bytes, clamp to [min, max], halve while the
+region needs more slots than granted. The unit then runs on a plan built for those values.
+
+That is safe only when nothing outside the unit depends on the values. `grant_time_blocker` names
+what keeps the planned value instead: the logical region is cut into several shards (each its own
+grant), an edge wires it pointwise (FORWARD, RESCALE) to another region (the wiring needs both ends'
+parallelism), or the new values would move or rename another unit. Consumers downstream keep reading
+by unit and bucket, which do not depend on a producer's parallelism; the region reads every row its
+unit was sent (one shard), whatever bucket count the producers wrote for.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -86,4 +97,134 @@ def apply(graph: JobGraph, decisions: Mapping[str, int]) -> JobGraph:
     return copy
 
 
-__all__ = ["apply", "decide", "decided", "decided_plan"]
+@dataclasses.dataclass(frozen=True)
+class GrantDecision:
+    """The values one unit runs its region's adaptive vertices at, the plan built for them, and one
+    line saying how they were decided (or why the planned values stay)."""
+
+    values: dict[str, int]  # the region's adaptive vertices ({} when it has none)
+    plan: Plan  # built for `values` (the planned one when nothing changed)
+    logical: int  # the region's index in `plan`
+    reason: str
+    changed: bool = False
+
+
+def grant_time_blocker(plan: Plan, logical: int, max_shards: int | None) -> str | None:
+    """Why the adaptive vertices of logical region `logical` keep their planned values when its unit is
+    granted; None when they are decided again then (`at_grant`)."""
+    names = plan.topology.vertex_names
+    members = {names[v] for v in plan.region_set.logical[logical].vertices}
+    adaptive = {name for name in members if plan.graph.vertices[name].parallelism_range is not None}
+    if not adaptive:
+        return "the region has no adaptive vertex"
+    if _shard_count(plan, logical, max_shards) != 1:
+        return "the region runs as several shards, each with its own grant"
+    for edge in plan.graph.edges:
+        crosses = (edge.src in members) != (edge.dst in members)
+        if crosses and edge.distribution.is_pointwise and (edge.src in adaptive or edge.dst in adaptive):
+            return (f"edge {edge.label} wires it pointwise to another region, and that wiring needs both ends' "
+                    f"parallelism")
+    return None
+
+
+def at_grant(plan: Plan, logical: int, max_shards: int | None, slots: int,
+             input_bytes: int | None = None) -> GrantDecision:
+    """The values of logical region `logical`'s adaptive vertices for a unit granted `slots` slots that
+    reads `input_bytes` bytes of blocking partitions (None: it reads none), and the plan built for
+    them; the planned values, with the reason, when `grant_time_blocker` names one or nothing changes."""
+    from .plan import Plan  # the plan module imports this one
+
+    names = plan.topology.vertex_names
+    members = [names[v] for v in plan.region_set.logical[logical].vertices]
+    planned = {name: plan.graph.vertices[name].parallelism for name in members
+               if plan.graph.vertices[name].parallelism_range is not None}
+    blocker = grant_time_blocker(plan, logical, max_shards)
+    if blocker is not None:
+        return GrantDecision(planned, plan, logical, f"planned values kept: {blocker}")
+    if slots < 1:
+        raise JobGraphError(f"cannot decide adaptive parallelism for a grant of {slots} slots; a grant has slots")
+    ranges = {name: plan.graph.vertices[name].parallelism_range for name in planned}
+    caps = _byte_caps(plan, ranges, input_bytes)
+    first = None
+    target = slots
+    while True:
+        values = {name: _clamp(min(target, caps.get(span, target)), span)  # type: ignore[arg-type]
+                  for name, span in ranges.items()}
+        candidate = plan if values == planned else Plan(apply(plan.graph, values), plan.mode)
+        region = _same_logical(candidate, plan, logical)
+        if all(candidate.slots(candidate.regions[r]) <= slots for r in candidate.region_set.logical[region].regions):
+            break
+        first = first or (values, candidate, region)
+        if target == 1 or all(values[name] == span[0] for name, span in ranges.items()):  # type: ignore[index]
+            values, candidate, region = first  # no value fits: the fixed vertices need more; do not shrink
+            break
+        target = max(1, target // 2)
+    how = _explained(values, ranges, caps, slots, input_bytes)
+    if values == planned:
+        return GrantDecision(planned, plan, logical, f"{how}: as planned")
+    moved = _other_units_moved(plan, candidate, logical, region, max_shards)
+    if moved:
+        return GrantDecision(planned, plan, logical, f"planned values kept: {how} would {moved}")
+    return GrantDecision(values, candidate, region, f"{how} (planned {_listed(planned)})", changed=True)
+
+
+def _byte_caps(plan: Plan, ranges: Mapping[str, tuple[int, int] | None],
+               input_bytes: int | None) -> dict[tuple[int, int], int]:
+    """Per declared range, the parallelism its bytes allow: ceil(bytes / target), with the smallest
+    target among the vertices of that range (one value per range keeps FORWARD edges between them)."""
+    if input_bytes is None:
+        return {}
+    caps: dict[tuple[int, int], int] = {}
+    for name, span in ranges.items():
+        target = plan.graph.vertices[name].target_bytes_per_subtask
+        if target is not None and span is not None:
+            cap = max(1, math.ceil(input_bytes / target))
+            caps[span] = max(caps.get(span, 0), cap)
+    return caps
+
+
+def _clamp(value: int, span: tuple[int, int]) -> int:
+    return max(span[0], min(span[1], value))
+
+
+def _shard_count(plan: Plan, logical: int, max_shards: int | None) -> int:
+    regions = len(plan.region_set.logical[logical].regions)
+    return regions if max_shards is None else min(regions, max_shards)
+
+
+def _same_logical(candidate: Plan, plan: Plan, logical: int) -> int:
+    """The index in `candidate` of `plan`'s logical region `logical` (the one with the same vertices)."""
+    wanted = plan.region_set.logical[logical].vertices
+    if logical < len(candidate.region_set.logical) and candidate.region_set.logical[logical].vertices == wanted:
+        return logical
+    return next(other.index for other in candidate.region_set.logical if other.vertices == wanted)
+
+
+def _other_units_moved(plan: Plan, candidate: Plan, logical: int, region: int, max_shards: int | None) -> str:
+    """What the candidate plan changes outside the region ('' when nothing): a unit elsewhere must keep
+    its name and position, which the rows' routing and the commits of the run go by."""
+    if _shard_count(candidate, region, max_shards) != 1:
+        return "cut the region into several shards"
+    before = [(shard.logical == logical, plan.shard_name(shard)) for shard in plan.shards(max_shards)]
+    after = [(shard.logical == region, candidate.shard_name(shard)) for shard in candidate.shards(max_shards)]
+    if len(before) != len(after) or any(b[0] != a[0] or (not b[0] and b[1] != a[1])
+                                        for b, a in zip(before, after, strict=True)):
+        return "move or rename another unit of the run"
+    return ""
+
+
+def _explained(values: Mapping[str, int], ranges: Mapping[str, tuple[int, int] | None],
+               caps: Mapping[tuple[int, int], int], slots: int, input_bytes: int | None) -> str:
+    text = f"{_listed(values)} for {slots} granted slot(s)"
+    if caps and input_bytes is not None:
+        text += f" and {input_bytes} bytes read (at most {', '.join(str(c) for c in caps.values())} by " \
+                f"target_bytes_per_subtask)"
+    declared = sorted({f"[{span[0]}, {span[1]}]" for span in ranges.values() if span is not None})
+    return f"{text}, declared {', '.join(declared)}"
+
+
+def _listed(values: Mapping[str, int]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in values.items())
+
+
+__all__ = ["GrantDecision", "apply", "at_grant", "decide", "decided", "decided_plan", "grant_time_blocker"]

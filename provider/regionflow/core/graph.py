@@ -122,6 +122,9 @@ class Vertex:
     # the function itself writes outside regionflow's committer (a database, an API): a second attempt
     # would write again, so its region is never speculated
     external_writes: bool = False
+    # an adaptive vertex's bytes per subtask: when its unit starts, the parallelism is at most
+    # ceil(bytes read from blocking partitions / this) (`core.adaptive.at_grant`)
+    target_bytes_per_subtask: int | None = None
 
     @property
     def declared_parallelism(self) -> int | tuple[int, int]:
@@ -187,6 +190,7 @@ class JobGraph:
         sink: Sink | str | None = None,
         reads: Iterable[str] = (),
         external_writes: bool = False,
+        target_bytes_per_subtask: int | None = None,
     ) -> Vertex:
         if not isinstance(name, str):
             raise JobGraphError(f"vertex name {name!r} is a {type(name).__name__}; give a non-empty string")
@@ -198,7 +202,8 @@ class JobGraph:
         if isinstance(parallelism, (tuple, list)):  # adaptive: [min, max], checked by the vertex model
             span = tuple(parallelism)
             current = span[-1] if span else 0
-        vertex = Vertex(name, current, resources, slot_sharing_group, fn, sink, reads, span, external_writes)
+        vertex = Vertex(name, current, resources, slot_sharing_group, fn, sink, reads, span, external_writes,
+                        target_bytes_per_subtask)
         if name in self.vertices:
             self._duplicate_names.append(name)
         else:
@@ -347,6 +352,8 @@ def _check_vertex(vertex: Vertex) -> None:
         view["reads"] = list(vertex.reads)
     if vertex.external_writes is not False:
         view["external_writes"] = vertex.external_writes
+    if vertex.target_bytes_per_subtask is not None:
+        view["target_bytes_per_subtask"] = vertex.target_bytes_per_subtask
     try:
         VERTEX.validate(view, f"vertex {vertex.name!r}")
     except SpecError as error:

@@ -59,6 +59,14 @@ def _parallelism_range(value: Any) -> str | None:
     return None
 
 
+def _bytes_target_needs_range(entry: Mapping[str, Any]) -> str | None:
+    if "target_bytes_per_subtask" in entry and not isinstance(entry.get("parallelism"), list):
+        return (f"target_bytes_per_subtask is given but parallelism is {entry.get('parallelism')!r}, a fixed "
+                f"number; declare parallelism as [min, max] so the value can be decided from the bytes read, "
+                f"or drop target_bytes_per_subtask")
+    return None
+
+
 def _reference(value: str) -> str | None:
     return None if is_reference(value) else "give the function as 'package.module:function'"
 
@@ -84,7 +92,9 @@ VERTEX = Model("vertex", "one step of the job, run as `parallelism` subtasks", (
           "an API): its region is never speculated, as a second attempt would write again"),
     Field("reads", ("string", "array"), "input paths the function reads, checked before any Spark work",
           items="string", non_empty=True),
-))
+    Field("target_bytes_per_subtask", "integer", "adaptive vertices only: when its unit starts, the parallelism is "
+          "at most ceil(bytes the unit reads from blocking partitions / this), never below min", minimum=1),
+), rules=(_bytes_target_needs_range,))
 
 EDGE = Model("edge", "how a consumer reads a producer", (
     Field("src", "string", "the producer vertex's id", required=True, non_empty=True),
@@ -114,7 +124,8 @@ def graph_from_spec(spec: Any, name: str | None = None) -> JobGraph:
         VERTEX.validate(entry, where)
         graph.add_vertex(entry["id"], entry["parallelism"], ResourceProfile.from_dict(entry.get("resources")),
                          entry.get("slot_sharing_group"), entry.get("fn"), _sink(entry), _reads(entry),
-                         external_writes=entry.get("external_writes", False))
+                         external_writes=entry.get("external_writes", False),
+                         target_bytes_per_subtask=entry.get("target_bytes_per_subtask"))
     for position, entry in enumerate(spec.get("edges", [])):
         EDGE.validate(entry, _where("edges", position, entry, "src"))
         keys = entry.get("keys", [])
@@ -183,6 +194,8 @@ def _vertex_spec(vertex: Vertex) -> dict[str, Any]:
         data["reads"] = list(vertex.reads)
     if vertex.external_writes:
         data["external_writes"] = True
+    if vertex.target_bytes_per_subtask is not None:
+        data["target_bytes_per_subtask"] = vertex.target_bytes_per_subtask
     return data
 
 

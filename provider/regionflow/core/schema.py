@@ -54,6 +54,9 @@ class Model:
     name: str
     doc: str
     fields: tuple[Field, ...]
+    # rules over several keys, each returning an error text (what is wrong and the fix) or None; checked
+    # once every key passed its own rules
+    rules: tuple[Callable[[Mapping[str, Any]], str | None], ...] = field(default=(), compare=False)
 
     def field(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
@@ -73,6 +76,10 @@ class Model:
                     raise SpecError(f"{where} needs {declared.name!r} ({declared.doc})")
                 continue
             _check_value(declared, value[declared.name], f"{path}.{declared.name}" if path else declared.name)
+        for rule in self.rules:
+            problem = rule(value)
+            if problem:
+                raise SpecError(f"{where}: {problem}")
         return value
 
     def json_schema(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from ..config import RegionflowConfig
 from ..contract import is_inputs_gate
-from ..core.adaptive import decided
+from ..core.adaptive import GrantDecision, decided
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.graph import JobGraph, load_dag_file_job
@@ -138,6 +138,9 @@ class RegionOperator(BaseOperator):
                                 watch_interval=self.watch_interval, parent_pid=os.getppid())
         self.log.info("unit %s: %d region(s) on host %s with %d slot(s), attempt %s (%s backend)", task.unit_name,
                       len(task.regions), host.name, slots, attempt_id, backend.name)
+        decision = prepared.grant_decision
+        if decision is not None and decision.values:
+            self.log.info("unit %s: adaptive parallelism %s", task.unit_name, decision.reason)
         outcome = self._attempt.run()
         if outcome.host_lost:
             self.log.error("unit %s on host %s: %s", task.unit_name, host.name, outcome.host_lost)
@@ -160,7 +163,8 @@ class RegionOperator(BaseOperator):
                           "was %s", task.unit_name, winner, settlement.winner_host, attempt_id, host.name,
                           "cancelled" if outcome.state is AttemptState.LOST_COMMIT else outcome.state.value)
         return {"unit": task.unit_name, "attempt": attempt_id, "winner": winner, "winner_host": settlement.winner_host,
-                "sinks": committed.manifest.get("sinks", {})}
+                "sinks": committed.manifest.get("sinks", {}),
+                "parallelism": committed.manifest.get("parallelism", {})}
 
     def execute_ready(self, context: Any, event: Mapping[str, Any] | None = None, unit: str = "") -> dict[str, Any]:
         """Resumed from `InputsCommittedTrigger`: run, or fail without retrying when a producer shard
@@ -283,6 +287,7 @@ class PreparedUnit:
         self._job: str | None = None
         self._inputs: dict[str, Any] | None = None
         self._input_bytes: int | None = None
+        self.grant_decision: GrantDecision | None = None  # set by unit_task
 
     @classmethod
     def of(cls, dag, run_id: str, mode: str, logical: int, max_shards: int, shard: int,
@@ -298,20 +303,26 @@ class PreparedUnit:
         return self.layout.names[self.unit]
 
     def unit_task(self, *, slots: int, host: str = "", attempt_id: str = "") -> UnitTask:
-        """The unit task for a grant of `slots` slots; without host and attempt it is a template."""
+        """The unit task for a grant of `slots` slots; without host and attempt it is a template. Its
+        region's adaptive vertices are decided again for the grant (`UnitLayout.at_grant`); the
+        decision is kept in `grant_decision`."""
         if self._job is None:
             self._job = _job_reference(self.graph, self.job_dag, self.work_dir)
         if self._inputs is None:
-            self._inputs = self._input_refs()
+            self._inputs = self._input_refs(self.layout, self.unit)
         if self._input_bytes is None and self._inputs:
             self._input_bytes = self.layout.input_bytes(self.unit, self.partitions)
-        width = self.layout.width(self.unit, slots)
+        layout, unit, self.grant_decision = self.layout.at_grant(self.unit, slots, self._input_bytes)
+        inputs = self._inputs
+        if layout is not self.layout:  # other partition groups (a cache of their own; blobs are named by content)
+            inputs = self._input_refs(layout, unit)
+        width = layout.width(unit, slots)
         return UnitTask(job=self._job, mode=self.plan.mode.value, run_id=self.partitions.run_id,
                         data_dir=self.config.data_dir, unit_key=self.key, unit_name=self.name,
-                        regions=list(self.layout.shards[self.unit].regions), attempt_id=attempt_id, host=host,
-                        width=width, inputs=dict(self._inputs), slots=slots, max_shards=self.layout.max_shards,
-                        slot_request=self.layout.slot_request(self.unit, width), parallelism=decided(self.graph),
-                        subtasks=self.plan.topology.subtask_count, input_bytes=self._input_bytes)
+                        regions=list(layout.shards[unit].regions), attempt_id=attempt_id, host=host,
+                        width=width, inputs=dict(inputs), slots=slots, max_shards=layout.max_shards,
+                        slot_request=layout.slot_request(unit, width), parallelism=decided(layout.plan.graph),
+                        subtasks=layout.plan.topology.subtask_count, input_bytes=self._input_bytes)
 
     def producer_shards(self) -> list[ProducerShard]:
         """The producer units of other logical regions whose partitions this shard reads."""
@@ -338,9 +349,9 @@ class PreparedUnit:
                 f"not run again in this DAG run (first commit wins), so trigger a new DAG run, or set "
                 f"partition_retention > 0 before runs whose tasks you may want to clear")
 
-    def _input_refs(self) -> dict[str, Any]:
+    def _input_refs(self, layout: UnitLayout, unit: int) -> dict[str, Any]:
         self._check_inputs_kept()
-        layout, partitions = self.layout, self.partitions
+        partitions = self.partitions
         descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
         scheduler = layout.scheduler()
 
@@ -351,7 +362,7 @@ class PreparedUnit:
         # the cast only types the lambda: mypy cannot infer one with a default argument (g=g) from its context
         return {str(g): descriptors.ref_for(g, cast("Callable[[], list[PartitionLocation]]",
                                                     lambda g=g: layout.locations(g, partitions, host_of)))
-                for g, _ in scheduler.consumed[self.unit]}
+                for g, _ in scheduler.consumed[unit]}
 
     def claim_sinks(self) -> None:
         plan, layout = self.plan, self.layout

@@ -95,15 +95,17 @@ class _PendingEdge:
 class SparkVertexOperator(BaseOperator):
     """A PySpark step of a regionflow job: ``fn(spark, inputs, ctx) -> DataFrame``, run as
     `parallelism` subtasks, or ``parallelism=(min, max)``: adaptive, decided at parse time from the
-    cluster's slots (`regionflow.core.adaptive`). Resources are per subtask (cpu, heap_mib, off_heap_mib,
-    managed_mib, extended such as gpu)."""
+    cluster's slots and again when its unit starts, from the slots granted and, with
+    `target_bytes_per_subtask`, the bytes it reads (`regionflow.core.adaptive`). Resources are per
+    subtask (cpu, heap_mib, off_heap_mib, managed_mib, extended such as gpu)."""
 
     ui_color = "#fde9c4"
 
     def __init__(self, *, parallelism: int | tuple[int, int], fn: Callable[..., Any] | str,
                  resources: ResourceProfile | dict | None = None, slot_sharing_group: str | None = None,
                  sink: Sink | str | None = None, reads: Iterable[str] = (), speculation: bool | str | None = None,
-                 external_writes: bool = False, **kwargs: Any) -> None:
+                 external_writes: bool = False, target_bytes_per_subtask: int | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         # None: inherit the DAG's (transform(speculation=...)); a region is speculated only when all its
         # vertices end up on.
@@ -115,6 +117,7 @@ class SparkVertexOperator(BaseOperator):
         self.sink = sink_of(self.task_id, sink) if isinstance(sink, str) else sink
         self.reads = (reads,) if isinstance(reads, str) else tuple(reads)
         self.external_writes = external_writes  # checked by the vertex model when the graph is built
+        self.target_bytes_per_subtask = target_bytes_per_subtask  # likewise
         self.regionflow_inputs: list[DeclaredEdge] = []
 
     def __rshift__(self, other):

@@ -100,6 +100,7 @@ def run_unit(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
         "started": started,
         "finished": time.time(),
         "sinks": computer.sink_figures,
+        "parallelism": _adaptive_values(plan, computer.spans),  # what its adaptive vertices ran at
     }
     result = store.commit(task.unit_key, task.attempt_id, manifest)
     if not result.won:
@@ -110,6 +111,13 @@ def run_unit(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
     _publish_sinks(spark, plan, task, winner.path, winner.manifest)
     _log(f"attempt {task.attempt_id} committed {task.unit_name}")
     return manifest
+
+
+def _adaptive_values(plan: Plan, vertices) -> dict[str, int]:
+    """The parallelism of the unit's adaptive vertices (`vertices`: topology indices)."""
+    names = plan.topology.vertex_names
+    return {names[v]: plan.topology.parallelism[v] for v in sorted(vertices)
+            if plan.graph.vertices[names[v]].parallelism_range is not None}
 
 
 def _publish_sinks(spark, plan: Plan, task: UnitTask, committed_dir: str, manifest: dict) -> None:

@@ -245,13 +245,18 @@ class LocalRunner:
 
     def _attempt(self, unit: int, target: GrantTarget, attempt_id: str) -> Attempt:
         host = target.host
-        width = self.layout.width(unit, self.largest_host)
+        input_bytes = self.layout.input_bytes(unit, self.store) if self.scheduler.consumed[unit] else None
+        layout, at, decision = self.layout.at_grant(unit, target.slots, input_bytes)
+        if decision.values:
+            self._progress(f"{self.runs[unit].name}: adaptive parallelism {decision.reason}")
+        width = layout.width(at, self.largest_host)
+        inputs = self._input_descriptors(unit) if layout is self.layout else self._regranted_inputs(layout, at)
         task = UnitTask(job=self.job_reference, mode=self.plan.mode.value, run_id=self.run_id,
                         data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
-                        regions=list(self.shards[unit].regions), attempt_id=attempt_id, host=host.name,
-                        width=width, inputs=self._input_descriptors(unit), slots=target.slots,
-                        max_shards=self.options.max_shards, slot_request=self.layout.slot_request(unit, width),
-                        parallelism=decided(self.plan.graph), subtasks=self.plan.topology.subtask_count,
+                        regions=list(layout.shards[at].regions), attempt_id=attempt_id, host=host.name,
+                        width=width, inputs=inputs, slots=target.slots, input_bytes=input_bytes,
+                        max_shards=self.options.max_shards, slot_request=layout.slot_request(at, width),
+                        parallelism=decided(layout.plan.graph), subtasks=layout.plan.topology.subtask_count,
                         excluded_nodes=excluded_nodes(host, self.options.cluster.hosts,
                                                       lambda: self.pool.blocklist.hosts_for(self.plan.graph.name)))
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
@@ -329,6 +334,15 @@ class LocalRunner:
                     g, cast("Callable[[], list[PartitionLocation]]",
                             lambda g=g: self.layout.locations(g, self.store, host_of)))
                 for g, _ in self.scheduler.consumed[unit]}
+
+    def _regranted_inputs(self, layout: UnitLayout, unit: int) -> dict[str, dict[str, Any]]:
+        """Input descriptors of a unit whose grant changed its plan (`UnitLayout.at_grant`): its partition
+        groups are the new plan's, so they get a cache of their own (blobs are named by content)."""
+        host_of = lambda producer_unit: self.unit_host.get(producer_unit, "")  # noqa: E731
+        descriptors = DescriptorCache(self.descriptors.blob_dir)
+        return {str(g): descriptors.ref_for(g, cast("Callable[[], list[PartitionLocation]]",
+                                                    lambda g=g: layout.locations(g, self.store, host_of)))
+                for g, _ in layout.scheduler().consumed[unit]}
 
     def _release(self, groups: list[int]) -> None:
         if self.options.keep_partitions:

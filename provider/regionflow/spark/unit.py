@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from ..core.adaptive import GrantDecision, at_grant
 from ..core.graph import Distribution
 from ..core.plan import Plan, Shard
 from ..core.resources import UNKNOWN, ResourceProfile
@@ -57,6 +58,18 @@ class UnitLayout:
         for unit, shard in enumerate(self.shards):
             units.setdefault(shard.logical, []).append(unit)
         return units
+
+    def at_grant(self, unit: int, slots: int, input_bytes: int | None) -> tuple[UnitLayout, int, GrantDecision]:
+        """The layout `unit` runs in once granted `slots` slots, its index there, and the decision:
+        its region's adaptive vertices decided again (`core.adaptive.at_grant`). The same layout and
+        unit when nothing changes. Only the unit's own regions differ in a new layout (the decision
+        refuses values that would move or rename another unit), so the unit keeps its key and name."""
+        shard = self.shards[unit]
+        decision = at_grant(self.plan, shard.logical, self.max_shards, slots, input_bytes)
+        if not decision.changed:
+            return self, unit, decision
+        layout = UnitLayout(decision.plan, self.max_shards)
+        return layout, layout.unit_of_region[decision.plan.region_set.logical[decision.logical].regions[0]], decision
 
     def width(self, unit: int, largest_host_slots: int) -> int:
         """How many of the unit's regions run at once: as many as the largest host can hold."""

@@ -1,0 +1,43 @@
+"""Adaptive parallelism decided at grant time, on real Spark (the shared Spark Connect server, 4 slots):
+a [1, 8] vertex with ``target_bytes_per_subtask`` planned at 4 (the cluster's slots) runs at 1 once its
+unit sees the few KB it reads, with the same result as when it keeps the planned 4."""
+import os
+
+from regionflow.core.adaptive import decided_plan
+from regionflow.core.graph import load_job
+from regionflow.scheduling.hosts import Cluster
+from regionflow.spark.runner import LocalRunner, RunOptions
+
+JOB = "rf_test_jobs:adaptive_bytes_job"
+
+
+def run(tmp_path, shared_servers, max_shards):
+    servers, _ = shared_servers
+    lines: list[str] = []
+    plan = decided_plan(load_job(JOB), 4, "all-blocking")
+    options = RunOptions(data_dir=str(tmp_path), cluster=Cluster.local_default(4), max_shards=max_shards,
+                         progress=lines.append, servers=servers)
+    runner = LocalRunner(JOB, plan, options)
+    summary = runner.run()
+    unit = runner.layout.units_of_logical(1)[0]
+    committed = runner.store.committed(runner.keys[unit])
+    assert committed is not None
+    sink = summary.sinks["per_customer"]
+    parts = sorted(name for name in os.listdir(sink["path"]) if name.startswith("part-"))
+    return lines, committed.manifest, sink, parts
+
+
+def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_result(shared_servers, tmp_path):
+    lines, manifest, sink, parts = run(tmp_path / "one-shard", shared_servers, 1)
+    assert manifest["parallelism"] == {"per_customer": 1}
+    said = [line for line in lines if "adaptive parallelism" in line]
+    assert len(said) == 1 and "per_customer=1 for 4 granted slot(s) and" in said[0], lines
+    assert "(planned per_customer=4)" in said[0]
+    assert parts == ["part-00000.parquet"]  # one subtask wrote the sink
+
+    # four shards: each shard has its own grant, so the planned value stays, and the result is the same
+    kept_lines, kept_manifest, kept_sink, kept_parts = run(tmp_path / "four-shards", shared_servers, 4)
+    assert kept_manifest["parallelism"] == {"per_customer": 4}  # the planned value, in each of the 4 shards
+    assert any("planned values kept: the region runs as several shards" in line for line in kept_lines)
+    assert len(kept_parts) == 4
+    assert (sink["rows"], sink["checksum"]) == (kept_sink["rows"], kept_sink["checksum"]) and sink["rows"] == 500
