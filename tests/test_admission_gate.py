@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 from gate_doubles import Counts, NoCopies, NoRecovery, RecordingWorkers, a_try, admit, end  # noqa: F401
 
-from regionflow.contract import NoSlots
+from regionflow.contract import NoSlots, RegionSlots
+from regionflow.core.resources import UNKNOWN
 from regionflow.executors.admission import AdmissionGate
 from regionflow.scheduling.hosts import Cluster
 from regionflow.scheduling.pool import SlotPool
@@ -163,3 +165,29 @@ def test_a_sync_step_paced_by_every_is_due_at_once_then_at_most_once_per_interva
 
     pace = Every(10.0)
     assert [pace.due(t) for t in (100.0, 105.0, 109.9, 110.0, 115.0, 121.0)] == [True, False, False, True, False, True]
+
+
+def test_an_elastic_try_that_waited_alone_starts_with_the_free_slots_and_not_before(gate):
+    hog = admit(gate, "hog", slots=2)  # one of the two 2-slot hosts
+    smaller = (((UNKNOWN,) * 2, (UNKNOWN,)),)
+    elastic = a_try("elastic", contract=RegionSlots(((UNKNOWN,) * 4,), ("elastic",), smaller=smaller))
+    gate.admit("workload:elastic", elastic)
+    queued = time.monotonic()
+    gate.start_elastic(10.0, queued + 9.0)
+    assert gate.operations.handed() == ["workload:hog"]  # it has not waited 10 s yet
+    gate.start_elastic(10.0, queued + 11.0)
+    assert gate.operations.handed() == ["workload:hog", "workload:elastic"]
+    store = gate.store
+    first, second = sorted((g for g in store.grants(dag_id="d") if g.task_id == "elastic"), key=lambda g: g.bulk_id)
+    assert first.state == "released" and "withdrawn after 11 s: admitted again with 2 of its 4" in first.message
+    assert second.state == "granted" and len(second.requests) == len(second.slots) == 2
+    assert gate.granted[elastic.key] == second.bulk_id and gate.waiting == {}
+    # a fixed try then waits for its 4, and an elastic one behind it never starts smaller ahead of it
+    fixed = admit(gate, "fixed", slots=4)
+    later = a_try("later", contract=RegionSlots(((UNKNOWN,) * 4,), ("later",), smaller=smaller))
+    gate.admit("workload:later", later)
+    gate.start_elastic(10.0, time.monotonic() + 60.0)
+    assert gate.operations.handed() == ["workload:hog", "workload:elastic"]
+    end(gate, hog)
+    end(gate, elastic)
+    assert gate.operations.handed()[-1] == "workload:fixed" and fixed.key in gate.granted

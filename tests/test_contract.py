@@ -39,6 +39,19 @@ def test_a_runs_declaration_round_trips_with_repeated_profiles_written_once():
     assert "run_needs" not in to_executor_config(RegionSlots(((UNKNOWN,),), ("x",)))[KEY]  # later regions: none
 
 
+def test_smaller_requests_round_trip_per_shard_and_a_fixed_task_has_none():
+    big = ResourceProfile(cpu=1.0, heap_mib=512)
+    smaller = (((big,) * 4, (big,) * 2), ())
+    contract = RegionSlots(((big,) * 8, (UNKNOWN,)), ("a[0]", "b[0]"), smaller=smaller)
+    body = json.loads(json.dumps(to_executor_config(contract)))
+    assert body[KEY]["smaller"][0] == [[[big.to_dict(), 4]], [[big.to_dict(), 2]]]
+    assert from_executor_config(body, "d.a") == contract
+    assert contract.smaller_of(-1) == ((big,) * 4, (big,) * 2) and contract.smaller_of(1) == ()
+    assert RegionSlots(((UNKNOWN,),), ("x",)).smaller_of(0) == ()
+    with pytest.raises(ContractError, match="smaller requests lists them per shard; got 1 lists for 2 shards"):
+        RegionSlots(((big,), (big,)), ("a", "b"), smaller=(((big,),),))
+
+
 def test_a_task_without_the_key_is_not_regionflows():
     assert from_executor_config(None, "d.t") is None
     assert from_executor_config({"KubernetesExecutor": {}}, "d.t") is None

@@ -61,6 +61,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("partition_retention", "Seconds to keep a run's blocking partitions. 0: each is deleted as soon as "
            "every consumer of it has committed (Flink's release rule); more: kept for debugging, and `regionflow "
            "gc` deletes them once their run has ended this long ago.", "float", "86400", "0", minimum=0),
+    Option("elastic_wait", "Seconds a region task with adaptive vertices (parallelism=(min, max)) waits with its full "
+           "slot request, alone in the queue, before it starts with the largest smaller request the free slots hold "
+           "(its adaptive vertices then run at fewer subtasks, never below min).", "float", "10", "10", minimum=0),
     Option("resource_wait_timeout", "Seconds a DAG run's slot requests may wait for resources before the "
            "executor logs a not-enough-resources notice.", "float", "300", "300", minimum=0),
     Option("spark_conf", "JSON object of Spark conf passed to every region submission.", "string",
@@ -132,6 +135,7 @@ class RegionflowConfig:
     max_shards: int
     blocklist_expiry: float
     resource_wait_timeout: float
+    elastic_wait: float = 10.0
     spark_conf: dict[str, str] = field(default_factory=dict)
     spark_conn_id: str | None = None
     speculation: bool = False
@@ -192,6 +196,7 @@ class RegionflowConfig:
             max_shards=_declared_number("max_shards", get),
             blocklist_expiry=_declared_number("blocklist_expiry", get),
             resource_wait_timeout=_declared_number("resource_wait_timeout", get),
+            elastic_wait=_declared_number("elastic_wait", get),
             spark_conf=_spark_conf(get("spark_conf")),
             spark_conn_id=get("spark_conn_id").strip() or None,
             speculation=parse_switch(get("speculation"), f"[{SECTION}] speculation"),

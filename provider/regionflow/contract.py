@@ -80,6 +80,9 @@ class RegionSlots:
     run_needs: tuple[RegionNeed, ...] = ()  # on tasks of regions without upstream regions: the run's declaration
     # per shard, the unit keys of the producer units it reads, when the task `waits_for_inputs` (else empty)
     inputs: tuple[tuple[str, ...], ...] = ()
+    # per shard, smaller slot requests it may start with when its full request has waited (its adaptive
+    # vertices decided for fewer slots: `UnitLayout.smaller_requests`), largest first; empty: none
+    smaller: tuple[tuple[tuple[ResourceProfile, ...], ...], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.requests) != len(self.labels) or not self.requests:
@@ -88,6 +91,9 @@ class RegionSlots:
         if any(not shard for shard in self.requests):
             raise ContractError("every shard of a region task asks for at least one slot")
 
+        if self.smaller and len(self.smaller) != len(self.requests):
+            raise ContractError(f"a region task with smaller requests lists them per shard; got {len(self.smaller)} "
+                                f"lists for {len(self.requests)} shards")
         if self.inputs and len(self.inputs) != len(self.requests):
             raise ContractError(f"a region task that waits for its inputs names them per shard; got {len(self.inputs)} "
                                 f"input lists for {len(self.requests)} shards")
@@ -104,6 +110,10 @@ class RegionSlots:
     def inputs_of(self, map_index: int) -> tuple[str, ...]:
         """The unit keys of the producer units the shard a task instance runs reads (`waits_for_inputs`)."""
         return self.inputs[max(map_index, 0)] if self.inputs else ()
+
+    def smaller_of(self, map_index: int) -> tuple[tuple[ResourceProfile, ...], ...]:
+        """The smaller requests the shard a task instance runs may start with (largest first; () for none)."""
+        return self.smaller[max(map_index, 0)] if self.smaller else ()
 
     def shard(self, map_index: int) -> tuple[tuple[ResourceProfile, ...], str]:
         """The slot requests and label of the shard a task instance runs (`map_index` -1: not mapped)."""
@@ -137,6 +147,8 @@ def to_executor_config(contract: TaskContract) -> dict[str, Any]:
                                   "requests": _run_lengths(need.requests)} for need in contract.run_needs]
         if contract.inputs:
             body["waits_for_inputs"] = [list(keys) for keys in contract.inputs]
+        if contract.smaller:
+            body["smaller"] = [[_run_lengths(shape) for shape in shapes] for shapes in contract.smaller]
     return {KEY: body}
 
 
@@ -151,11 +163,14 @@ def _run_lengths(requests: Sequence[ResourceProfile]) -> list[list[Any]]:
     return [[profile.to_dict(), count] for profile, count in runs]
 
 
+def _from_run_lengths(value: Any) -> tuple[ResourceProfile, ...]:
+    return tuple(ResourceProfile.from_dict(profile) for profile, count in _list(value) for _ in range(int(count)))
+
+
 def _run_needs(value: Any) -> tuple[RegionNeed, ...]:
     needs = []
     for need in _list(value):
-        requests = tuple(ResourceProfile.from_dict(profile) for profile, count in _list(need["requests"])
-                         for _ in range(int(count)))
+        requests = _from_run_lengths(need["requests"])
         needs.append(RegionNeed(str(need["task_id"]), str(need["label"]), int(need["shard"]), requests))
     return tuple(needs)
 
@@ -182,8 +197,10 @@ def from_executor_config(executor_config: Mapping[str, Any] | None, task: str) -
         labels = tuple(str(label) for label in _list(body["labels"]))
         plan = body.get("plan")
         inputs = tuple(tuple(str(key) for key in _list(keys)) for keys in _list(body.get("waits_for_inputs", [])))
+        smaller = tuple(tuple(_from_run_lengths(shape) for shape in _list(shapes))
+                        for shapes in _list(body.get("smaller", [])))
         return RegionSlots(requests, labels, plan if isinstance(plan, Mapping) else None,
-                           _run_needs(body.get("run_needs", [])), inputs)
+                           _run_needs(body.get("run_needs", [])), inputs, smaller)
     except ContractError as error:
         raise ContractError(f"task {task}: {error}") from None
     except (KeyError, TypeError, ValueError) as error:

@@ -182,12 +182,15 @@ def job_graph_of(dag_id: str, vertices: list[SparkVertexOperator], mode: Exchang
 
 
 def _region_slots(plan: Plan, layout: UnitLayout, logical: int, width: int) -> RegionSlots:
-    """Per shard of the logical region, its slot requests (as wide as the largest host allows) and label;
-    the first region also carries the plan's reference, once per DAG, for the UI's plan page."""
+    """Per shard of the logical region, its slot requests (as wide as the largest host allows), label and
+    smaller requests it may start with (adaptive vertices); the first region also carries the plan's
+    reference, once per DAG, for the UI's plan page."""
     units = layout.units_of_logical(logical)
+    smaller = tuple(tuple(layout.smaller_requests(u, width)) for u in units)
     return RegionSlots(requests=tuple(tuple(layout.requests(u, layout.width(u, width))) for u in units),
                        labels=tuple(layout.names[u] for u in units),
-                       plan=plan.reference if logical == 0 else None)
+                       plan=plan.reference if logical == 0 else None,
+                       smaller=smaller if any(smaller) else ())
 
 
 def _declare_runs(plan: Plan, slots: dict[int, RegionSlots], upstream: dict[int, set[int]]) -> dict[int, RegionSlots]:

@@ -9,7 +9,7 @@ import re
 import shutil
 
 import pytest
-from test_e2e import DAGS, MODES, run
+from test_e2e import DAGS, MODES, run, times
 
 from regionflow.cli import main
 from regionflow.core.adaptive import decided_plan
@@ -34,7 +34,8 @@ def stack(tmp_path_factory):
     shutil.copy(os.path.join(DAGS, "rf_disk.py"), dags / "rf_disk.py")
     shutil.copy(os.path.join(SESSION_DAGS, "rf_early_shards.py"), dags / "rf_early_shards.py")
     shutil.copy(os.path.join(SESSION_DAGS, "rf_adaptive.py"), dags / "rf_adaptive.py")
-    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session"}
+    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session",
+               "elastic_wait": "2"}
     with EmbeddedAirflow(str(home), str(dags), regionflow_options=options) as airflow:
         yield airflow
     assert [status.state for status in airflow.session_servers.status()] == ["down"]
@@ -81,7 +82,8 @@ def test_an_adaptive_vertex_is_decided_again_when_its_region_task_is_granted(sta
     run_id = run(stack, "adaptive_at_grant")
     assert stack.wait_for_run("adaptive_at_grant", run_id, timeout=600) == "success"
     log = stack.task_log("adaptive_at_grant", run_id, "per_customer", 1)
-    assert "adaptive parallelism per_customer=1 for 4 granted slot(s) and" in log
+    # 4 slots, or fewer when its upstream's release came more than elastic_wait (2 s) after it was queued
+    assert re.search(r"adaptive parallelism per_customer=1 for [1-4] granted slot\(s\) and \d+ bytes read", log), log
     assert "(planned per_customer=4)" in log
     data_dir = stack.regionflow_options["data_dir"]
     # the plan the dag-processor parsed, for the stack's 4 slots (this process's [regionflow] hosts differ)
@@ -94,6 +96,21 @@ def test_an_adaptive_vertex_is_decided_again_when_its_region_task_is_granted(sta
     figures = layout.sink_figures(partitions, data_dir)["per_customer"]
     parts = [name for name in os.listdir(figures["path"]) if name.startswith("part-")]
     assert figures["rows"] == 500 and parts == ["part-00000.parquet"]
+
+
+def test_an_adaptive_region_whose_full_request_waits_starts_with_the_free_slot_after_elastic_wait(stack):
+    run_id = run(stack, "elastic_at_grant")
+    assert stack.wait_for_run("elastic_at_grant", run_id, timeout=600) == "success"
+    log = stack.task_log("elastic_at_grant", run_id, "orders", 1)
+    assert "with 1 slot(s)" in log and "adaptive parallelism orders=1 for 1 granted slot(s)" in log, log
+    spans = times(stack, "elastic_at_grant", run_id)
+    (hold_start, hold_end, _), (orders_start, _, _) = spans[("hold", -1)], spans[("orders", -1)]
+    assert hold_start < orders_start < hold_end  # it did not wait for hold's slots
+    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+    first, second = sorted((g for g in store.grants(dag_id="elastic_at_grant") if g.task_id == "orders"),
+                           key=lambda g: g.bulk_id)
+    assert len(first.requests) == 4 and "admitted again with 1 of its 4 slot requests" in first.message
+    assert len(second.requests) == len(second.slots) == 1
 
 
 def test_a_server_that_does_not_answer_fails_the_task_at_once_as_a_lost_host(stack):

@@ -383,6 +383,21 @@ def test_adaptive_vertices_are_decided_from_the_configured_slots_at_parse_time(c
     assert reference["parallelism"] == {"orders": 6, "totals": 6}
 
 
+def test_an_adaptive_region_of_one_shard_carries_smaller_requests_and_a_fixed_one_none(config):
+    from regionflow.contract import from_executor_config
+
+    with new_dag("elastic_dag") as dag:
+        orders = SparkVertexOperator(task_id="orders", parallelism=(1, 8), fn=job.generate_orders)
+        per = SparkVertexOperator(task_id="per", parallelism=(1, 8), fn=job.count_per_customer, sink="p")
+        SparkVertexOperator(task_id="fixed", parallelism=2, fn=job.generate_products)  # a region of its own
+        orders >> hash_by("customer_id") >> per
+    regionflow.transform(dag, mode="all-pipelined", config=config)
+    elastic = from_executor_config(dag.get_task("orders__per").executor_config, "elastic_dag.orders__per")
+    assert len(elastic.shard(0)[0]) == 6  # planned for the cluster's 6 slots
+    assert [len(shape) for shape in elastic.smaller_of(0)] == [3, 1]
+    assert from_executor_config(dag.get_task("fixed").executor_config, "elastic_dag.fixed").smaller == ()
+
+
 def test_region_tasks_carry_the_job_which_stays_out_of_the_serialized_dag(config):
     """transform leaves the JobGraph on each region task (plain and mapped), registers it nowhere global,
     and Airflow's serialization (a fixed set of fields) does not see it."""

@@ -1,7 +1,7 @@
 """Adaptive parallelism decided again when a unit is granted (`regionflow.core.adaptive.at_grant`,
 `UnitLayout.at_grant`): from the slots the unit got and the bytes it reads, for a region that runs as
 one unit and that nothing outside depends on. Pure: no Spark (the Spark run is in
-tests/spark/test_adaptive_at_grant.py)."""
+tests/spark/test_run_adaptive.py)."""
 import json
 
 import pytest

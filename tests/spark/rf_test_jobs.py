@@ -116,6 +116,25 @@ def adaptive_bytes_job():
     return graph.validate()
 
 
+def products_slowly(spark, inputs, ctx):
+    """The example's products, after holding its unit's slots for 4 s (in the driver)."""
+    import time
+
+    time.sleep(4.0)
+    return orders.generate_products(spark, inputs, ctx)
+
+
+def elastic_job():
+    """`hold` (3 subtasks) keeps 3 of 4 slots for a few seconds while `orders`, adaptive [1, 4] and planned
+    at 4, is submitted: its full request would wait, so it starts at once on the one free slot."""
+    from regionflow.core.graph import JobGraph
+
+    graph = JobGraph("elastic")
+    graph.add_vertex("hold", 3, fn=products_slowly, sink="elastic/hold")
+    graph.add_vertex("orders", (1, 4), fn=orders.generate_orders, sink="elastic/orders")
+    return graph.validate()
+
+
 HOLD_DIR_VARIABLE = "REGIONFLOW_TEST_HOLD_DIR"
 HOLD_RELEASE = "release"
 HOLD_LIMIT_S = 90.0

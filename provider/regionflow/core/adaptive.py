@@ -168,6 +168,26 @@ def at_grant(plan: Plan, logical: int, max_shards: int | None, slots: int,
     return GrantDecision(values, candidate, region, f"{how} (planned {_listed(planned)})", changed=True)
 
 
+def smaller_grants(plan: Plan, logical: int, max_shards: int | None, full: int) -> list[GrantDecision]:
+    """What `at_grant` decides for a unit of logical region `logical` granted half, a quarter, ... of
+    `full`, the slots it asks for as planned, largest first, one per distinct set of values ([] when
+    its values are not decided at grant time): the smaller requests a unit may start with when its
+    full request is not free (an elastic request, `scheduling.elastic`: `regionflow run` only)."""
+    if grant_time_blocker(plan, logical, max_shards) is not None:
+        return []
+    decisions: list[GrantDecision] = []
+    seen: set[tuple[tuple[str, int], ...]] = set()
+    slots = full // 2
+    while slots >= 1:
+        decision = at_grant(plan, logical, max_shards, slots)
+        values = tuple(sorted(decision.values.items()))
+        if decision.changed and values not in seen:
+            seen.add(values)
+            decisions.append(decision)
+        slots //= 2
+    return decisions
+
+
 def _byte_caps(plan: Plan, ranges: Mapping[str, tuple[int, int] | None],
                input_bytes: int | None) -> dict[tuple[int, int], int]:
     """Per declared range, the parallelism its bytes allow: ceil(bytes / target), with the smallest
@@ -227,4 +247,5 @@ def _listed(values: Mapping[str, int]) -> str:
     return ", ".join(f"{name}={value}" for name, value in values.items())
 
 
-__all__ = ["GrantDecision", "apply", "at_grant", "decide", "decided", "decided_plan", "grant_time_blocker"]
+__all__ = ["GrantDecision", "apply", "at_grant", "decide", "decided", "decided_plan", "grant_time_blocker",
+           "smaller_grants"]

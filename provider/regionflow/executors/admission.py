@@ -23,11 +23,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
 from ..contract import INPUTS_GATE_NOTE, NoSlots, RegionSlots, TaskContract, shard_bulk_label
-from ..core.resources import UNKNOWN
+from ..core.resources import UNKNOWN, ResourceProfile
+from ..scheduling.elastic import smaller_now
 from ..scheduling.errors import UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from ..store import GrantRecord, GrantState, RegionflowStore, admission_of, bulk_id_for, try_of
@@ -71,6 +72,7 @@ class Held:
 
     workload: Any
     attempt: Try
+    since: float = field(default_factory=time.monotonic)  # when it was first queued for this admission
 
 
 class WorkerOperations(Protocol):
@@ -148,7 +150,7 @@ class AdmissionGate:
             self._hand_over(workload, key)
             return
         if key in self.waiting:  # queued twice while waiting: it keeps its place, with the newest token
-            self.held[self.waiting[key]] = Held(workload, attempt)
+            self.held[self.waiting[key]] = Held(workload, attempt, self.held[self.waiting[key]].since)
             return
         bulk = attempt.bulk()
         record = self._admission(attempt, bulk)
@@ -166,7 +168,8 @@ class AdmissionGate:
             self.log.info("RegionExecutor: %s runs without slots until its inputs are committed", key)
             self._hand_over(workload, key)
             return
-        bulk = replace(bulk, bulk_id=record.bulk_id)
+        # the admission's own requests: another scheduler may have admitted this try with a smaller one
+        bulk = replace(bulk, bulk_id=record.bulk_id, requests=_profiles(record))
         shortfall = self._run_shortfall(attempt, bulk.job_id)
         if shortfall:
             self._reject(workload, bulk, shortfall, "this DAG run can never finish on this cluster")
@@ -179,6 +182,36 @@ class AdmissionGate:
         self.held[bulk.bulk_id] = Held(workload, attempt)
         self.waiting[key] = bulk.bulk_id
         self.start(grants)
+
+    def start_elastic(self, wait_s: float, now: float) -> None:
+        """A try whose shard lists smaller requests (adaptive vertices) and whose full request has waited
+        `wait_s` seconds, alone in the queue, is admitted again with the largest smaller request the free
+        slots hold, and starts (`scheduling.elastic.smaller_now`); its region task decides its adaptive
+        vertices from the slots it gets. One try per call; nothing when another bulk waits (FIFO). `now`:
+        `time.monotonic()`."""
+        if self.pool.pending_count != 1:
+            return
+        for key, bulk_id in list(self.waiting.items()):
+            held = self.held.get(bulk_id)
+            contract = held.attempt.contract if held is not None else None
+            if held is None or now - held.since < wait_s or not isinstance(contract, RegionSlots):
+                continue
+            waited = now - held.since
+            waiting = next(bulk for bulk in self.pool.waiting_bulks() if bulk.bulk_id == bulk_id)
+            chosen = smaller_now(self.pool, waiting, contract.smaller_of(held.attempt.map_index))
+            if chosen is None:
+                continue
+            self.log.info("RegionExecutor: %s waited %.0f s for %d slots; it starts with the %d free (its adaptive "
+                          "vertices may run at fewer subtasks)", key, waited, waiting.size, chosen.size)
+            self._free(bulk_id, f"withdrawn after {waited:.0f} s: admitted again with {chosen.size} of its "
+                                f"{waiting.size} slot requests ([regionflow] elastic_wait)")
+            del self.held[bulk_id], self.waiting[key]
+            record = self._admission(held.attempt, chosen)
+            bulk = replace(chosen, bulk_id=record.bulk_id, requests=_profiles(record))
+            self.held[bulk.bulk_id] = held
+            self.waiting[key] = bulk.bulk_id
+            self.start(self.pool.submit(bulk))
+            return
 
     def start(self, grants: Iterable[Grant]) -> None:
         """Record the pool's grants in the store (the shared pool decides anew when another scheduler
@@ -430,6 +463,11 @@ class AdmissionGate:
             self._unrecorded[bulk_id] = message
             self.shared.invalidate()  # the pool lets the slots go, the store does not (yet)
             raise
+
+
+def _profiles(record: GrantRecord) -> tuple[ResourceProfile, ...]:
+    """The slot requests an admission row records."""
+    return tuple(ResourceProfile.from_dict(request) for request in record.requests)
 
 
 def _now_is(state: Any, try_number: int | None) -> str:

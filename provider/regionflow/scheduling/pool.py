@@ -48,7 +48,7 @@ from .blocklist import DEFAULT_EXPIRY_S, BlockEntry, Blocklist, Clock
 from .capacity import SlotRef, SlotTable
 from .errors import SchedulingError, UnfulfillableBulk
 from .hosts import Cluster, Host
-from .pool_bulks import Bulk, Grant, HostLoss, HostUsage
+from .pool_bulks import Bulk, Grant, HostLoss, HostUsage, host_row
 from .pool_fulfill import Fulfillability
 from .pool_grants import GrantBook, Held
 from .pool_pass import Passes, PassState
@@ -130,6 +130,11 @@ class SlotPool:
         if self._passes.dirty:
             return self._passes.run()
         return self._passes.continue_with(waiting)
+
+    def grantable_now(self, bulk: Bulk, ignoring: str | None = None) -> bool:
+        """Whether `submit(bulk)` would grant it at once: nothing else waits (`ignoring` aside) and the free
+        slots hold it. A query (`scheduling.elastic`)."""
+        return self._passes.fits_alone(self._shapes.demand_of(bulk)[0], bulk.job_id, ignoring)
 
     def restore(self, bulk: Bulk, slots: Sequence[SlotRef]) -> Grant:
         """Re-take exactly `slots` for `bulk`, as granted before a restart (the executor rebuilds its
@@ -309,7 +314,7 @@ class SlotPool:
         table = self._table
         pending = itertools.islice(self._queue.pending.values(), max_pending)
         return {
-            "hosts": [_host_row(host, table.free_count[index]) for index, host in table.live()],
+            "hosts": [host_row(host, table.free_count[index]) for index, host in table.live()],
             "pending_count": len(self._queue.pending),
             "pending": [
                 {"bulk_id": w.bulk.bulk_id, "job_id": w.bulk.job_id, "label": w.bulk.label,
@@ -387,12 +392,6 @@ class SlotPool:
     def _refresh_block_masks(self) -> None:
         self._masks.refresh_all()
         self._passes.dirty = True
-
-
-def _host_row(host: Host, free: int) -> dict[str, Any]:
-    """One host of `SlotPool.snapshot` (its address as written: scheduling never reads it)."""
-    return {"name": host.name, "slots": host.slots, "used": host.slots - free, "free": free,
-            "slot_profile": host.slot_profile.to_dict(), "address": host.address}
 
 
 __all__ = ["Bulk", "Grant", "HostLoss", "HostUsage", "SlotPool", "SlotRef", "DEFAULT_RESOURCE_WAIT_TIMEOUT_S",

@@ -12,6 +12,7 @@ from typing import Any
 from ..core.resources import ResourceProfile
 from .capacity import SlotRef
 from .errors import SchedulingError, UnfulfillableBulk
+from .hosts import Host
 
 
 @dataclass(frozen=True)
@@ -86,4 +87,10 @@ class HostUsage:
         return self.slots - self.free
 
 
-__all__ = ["Bulk", "Grant", "HostLoss", "HostUsage", "SlotRef"]
+def host_row(host: Host, free: int) -> dict[str, Any]:
+    """One host of `SlotPool.snapshot` (its address as written: scheduling never reads it)."""
+    return {"name": host.name, "slots": host.slots, "used": host.slots - free, "free": free,
+            "slot_profile": host.slot_profile.to_dict(), "address": host.address}
+
+
+__all__ = ["Bulk", "Grant", "HostLoss", "HostUsage", "SlotRef", "host_row"]

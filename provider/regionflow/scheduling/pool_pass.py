@@ -152,6 +152,19 @@ class Passes:
         self.queue.remove(waiting)
         return [grant]
 
+    def fits_alone(self, demand: Demand, job_id: str, ignoring: str | None = None) -> bool:
+        """Whether a bulk of `demand` for `job_id` would be granted at once if it were submitted now: no
+        bulk waits (nothing older to serve first, no reservation; the waiting bulk `ignoring` aside) and
+        the free slots outside the hosts blocklisted for the job hold it. A query: it changes nothing."""
+        pending = self.queue.pending
+        if pending and (len(pending) > 1 or ignoring not in pending):
+            return False
+        state = PassState(self.table.class_free)
+        masks = self.masks
+        blocked = (masks.masks.get(job_id, 0) if masks.masks else 0) | masks.every
+        budget = self._budget_without(state, blocked) if blocked else state.budget
+        return choose_slots(self.table, demand, budget, blocked) is not None
+
     def _walk_behind_head(self, state: PassState, head_sequence: int, grants: list[Grant],
                           granted: list[Queued]) -> None:
         """Backfill: the rest of the queue in submission order, as a merge of sub-queues.

@@ -24,6 +24,7 @@ from ..core.adaptive import decided
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
+from ..scheduling.elastic import elastic_bulk
 from ..scheduling.errors import SchedulingError
 from ..scheduling.fit import misfits
 from ..scheduling.hosts import Cluster
@@ -205,7 +206,11 @@ class LocalRunner:
             requests = self.layout.requests(unit, self.layout.width(unit, self.largest_host))
             self.runs[unit].ready = self._now()
             bulk = Bulk(f"{unit}:{self.runs[unit].attempts}", self.plan.graph.name, self.runs[unit].name, requests)
-            self._launch(self.pool.submit(bulk))
+            chosen = elastic_bulk(self.pool, bulk, self.layout.smaller_requests(unit, self.largest_host))
+            if chosen is not bulk:
+                self._progress(f"{self.runs[unit].name}: starts with {chosen.size} of the {bulk.size} slots it asks "
+                               f"for (the others are taken)")
+            self._launch(self.pool.submit(chosen))
 
     def _launch(self, grants: list[Grant]) -> None:
         for grant in grants:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..core.adaptive import GrantDecision, at_grant
+from ..core.adaptive import GrantDecision, at_grant, smaller_grants
 from ..core.graph import Distribution
 from ..core.plan import Plan, Shard
 from ..core.resources import UNKNOWN, ResourceProfile
@@ -70,6 +70,19 @@ class UnitLayout:
             return self, unit, decision
         layout = UnitLayout(decision.plan, self.max_shards)
         return layout, layout.unit_of_region[decision.plan.region_set.logical[decision.logical].regions[0]], decision
+
+    def smaller_requests(self, unit: int, largest_host_slots: int) -> list[tuple[ResourceProfile, ...]]:
+        """Smaller slot requests the unit may start with when its full request is not free, largest first
+        (`core.adaptive.smaller_grants`: its adaptive vertices at fewer slots); [] when it has none."""
+        full = len(self.requests(unit, self.width(unit, largest_host_slots)))
+        shapes: list[tuple[ResourceProfile, ...]] = []
+        for decision in smaller_grants(self.plan, self.shards[unit].logical, self.max_shards, full):
+            layout = UnitLayout(decision.plan, self.max_shards)
+            at = layout.unit_of_region[decision.plan.region_set.logical[decision.logical].regions[0]]
+            shape = layout.requests(at, layout.width(at, largest_host_slots))
+            if len(shape) < (len(shapes[-1]) if shapes else full):
+                shapes.append(shape)
+        return shapes
 
     def width(self, unit: int, largest_host_slots: int) -> int:
         """How many of the unit's regions run at once: as many as the largest host can hold."""

@@ -1,8 +1,10 @@
-"""Adaptive parallelism decided at grant time through Airflow: orders (2 subtasks) hashed, blocking, to
-`per_customer`, declared [1, 8] with 1 GiB per subtask. The DAG is planned for the cluster's 4 slots
-(per_customer=4); when its region task is granted, it reads a few KB and runs as one subtask."""
+"""Adaptive parallelism decided at grant time through Airflow. adaptive_at_grant: orders (2 subtasks) hashed,
+blocking, to `per_customer`, declared [1, 8] with 1 GiB per subtask. The DAG is planned for the cluster's 4
+slots (per_customer=4); when its region task is granted, it reads a few KB and runs as one subtask.
+elastic_at_grant: below."""
 from datetime import datetime
 
+from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG
 
 import regionflow
@@ -15,3 +17,29 @@ with DAG("adaptive_at_grant", schedule=None, start_date=datetime(2026, 1, 1), ca
                                        target_bytes_per_subtask=1 << 30, sink="e2e/adaptive_at_grant/per_customer")
     orders >> hash_by("customer_id") >> per_customer
 regionflow.transform(adaptive_at_grant, mode="all-blocking")
+
+
+def products_slowly(spark, inputs, ctx):
+    """The example's products, after holding the region's 3 slots for 25 s (in the driver)."""
+    import time
+
+    time.sleep(25.0)
+    return job.generate_products(spark, inputs, ctx)
+
+
+def pause():
+    import time
+
+    time.sleep(3.0)
+
+
+# elastic_at_grant: `hold` (3 subtasks) and the plain `pause` task (a slot of its own) start together and
+# fill the 4 slots; `orders`, adaptive [1, 4] and planned at 4, is queued when `pause` ends. Its full request
+# waits for `hold`, alone in the queue; after [regionflow] elastic_wait the RegionExecutor admits it again
+# with the one free slot, and it runs as one subtask while `hold` still runs.
+with DAG("elastic_at_grant", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as elastic_at_grant:
+    SparkVertexOperator(task_id="hold", parallelism=3, fn=products_slowly, sink="e2e/elastic_at_grant/hold")
+    elastic_orders = SparkVertexOperator(task_id="orders", parallelism=(1, 4), fn=job.generate_orders,
+                                         sink="e2e/elastic_at_grant/orders")
+    PythonOperator(task_id="pause", python_callable=pause) >> elastic_orders
+regionflow.transform(elastic_at_grant, mode="all-pipelined")

@@ -1,10 +1,12 @@
 """Adaptive parallelism decided at grant time, on real Spark (the shared Spark Connect server, 4 slots):
 a [1, 8] vertex with ``target_bytes_per_subtask`` planned at 4 (the cluster's slots) runs at 1 once its
-unit sees the few KB it reads, with the same result as when it keeps the planned 4."""
+unit sees the few KB it reads, with the same result as when it keeps the planned 4; and an adaptive
+region whose full request would wait starts at once with fewer slots (an elastic request)."""
 import os
 
 from regionflow.core.adaptive import decided_plan
 from regionflow.core.graph import load_job
+from regionflow.examples.orders import ORDER_COUNT
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.runner import LocalRunner, RunOptions
 
@@ -41,3 +43,25 @@ def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_resu
     assert any("planned values kept: the region runs as several shards" in line for line in kept_lines)
     assert len(kept_parts) == 4
     assert (sink["rows"], sink["checksum"]) == (kept_sink["rows"], kept_sink["checksum"]) and sink["rows"] == 500
+
+
+def test_an_adaptive_region_starts_at_once_with_the_free_slots_when_its_full_request_would_wait(
+        shared_servers, tmp_path):
+    servers, _ = shared_servers
+    lines: list[str] = []
+    job = "rf_test_jobs:elastic_job"
+    plan = decided_plan(load_job(job), 4, "all-pipelined")
+    assert plan.graph.vertices["orders"].parallelism == 4
+    options = RunOptions(data_dir=str(tmp_path), cluster=Cluster.local_default(4), progress=lines.append,
+                         servers=servers)
+    runner = LocalRunner(job, plan, options)
+    summary = runner.run()
+    # orders: 4 one-subtask regions (no edges) in one shard, 4 slots asked, 1 free
+    assert any("orders[shard 0: 4 regions]: starts with 1 of the 4 slots it asks for" in line for line in lines), lines
+    assert any("adaptive parallelism orders=1 for 1 granted slot(s)" in line for line in lines), lines
+    units = {unit.name.partition("[")[0]: unit for unit in summary.units}
+    hold, orders = units["hold"], units["orders"]
+    assert (hold.slots, orders.slots) == (3, 1) and orders.start < hold.end  # ran side by side
+    committed = runner.store.committed(runner.keys[runner.layout.units_of_logical(1)[0]])
+    assert committed is not None and committed.manifest["parallelism"] == {"orders": 1}
+    assert summary.sinks["orders"]["rows"] == ORDER_COUNT
