@@ -32,6 +32,7 @@ class FakePrepared:
         self.partitions = PartitionStore(data_dir, RUN_KEY)
         self.key, self.name = "u1", "t[1]"
         self.data_dir = data_dir
+        self.grant_decision = None  # PreparedUnit's: the unit has no adaptive vertex
 
     def claim_sinks(self):
         pass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..core.adaptive import GrantDecision, at_grant, smaller_grants
+from ..core.adaptive import GrantDecision, at_grant, grant_time_blocker, smaller_grants
 from ..core.graph import Distribution
 from ..core.plan import Plan, Shard
 from ..core.resources import UNKNOWN, ResourceProfile
@@ -74,9 +74,12 @@ class UnitLayout:
     def smaller_requests(self, unit: int, largest_host_slots: int) -> list[tuple[ResourceProfile, ...]]:
         """Smaller slot requests the unit may start with when its full request is not free, largest first
         (`core.adaptive.smaller_grants`: its adaptive vertices at fewer slots); [] when it has none."""
+        logical = self.shards[unit].logical
+        if grant_time_blocker(self.plan, logical, self.max_shards) is not None:  # most units: no request built
+            return []
         full = len(self.requests(unit, self.width(unit, largest_host_slots)))
         shapes: list[tuple[ResourceProfile, ...]] = []
-        for decision in smaller_grants(self.plan, self.shards[unit].logical, self.max_shards, full):
+        for decision in smaller_grants(self.plan, logical, self.max_shards, full):
             layout = UnitLayout(decision.plan, self.max_shards)
             at = layout.unit_of_region[decision.plan.region_set.logical[decision.logical].regions[0]]
             shape = layout.requests(at, layout.width(at, largest_host_slots))
