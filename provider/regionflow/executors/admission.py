@@ -197,9 +197,10 @@ class AdmissionGate:
             if held is None or now - held.since < wait_s or not isinstance(contract, RegionSlots):
                 continue
             waited = now - held.since
-            waiting = next(bulk for bulk in self.pool.waiting_bulks() if bulk.bulk_id == bulk_id)
-            chosen = smaller_now(self.pool, waiting, contract.smaller_of(held.attempt.map_index))
-            if chosen is None:
+            waiting = next((bulk for bulk in self.pool.waiting_bulks() if bulk.bulk_id == bulk_id), None)
+            chosen = None if waiting is None else smaller_now(self.pool, waiting,
+                                                              contract.smaller_of(held.attempt.map_index))
+            if waiting is None or chosen is None:
                 continue
             self.log.info("RegionExecutor: %s waited %.0f s for %d slots; it starts with the %d free (its adaptive "
                           "vertices may run at fewer subtasks)", key, waited, waiting.size, chosen.size)
