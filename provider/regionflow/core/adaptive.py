@@ -132,54 +132,26 @@ def at_grant(plan: Plan, logical: int, max_shards: int | None, slots: int,
     """The values of logical region `logical`'s adaptive vertices for a unit granted `slots` slots that
     reads `input_bytes` bytes of blocking partitions (None: it reads none), and the plan built for
     them; the planned values, with the reason, when `grant_time_blocker` names one or nothing changes."""
-    from .plan import Plan  # the plan module imports this one
-
-    names = plan.topology.vertex_names
-    members = [names[v] for v in plan.region_set.logical[logical].vertices]
-    planned = {name: plan.graph.vertices[name].parallelism for name in members
-               if plan.graph.vertices[name].parallelism_range is not None}
     blocker = grant_time_blocker(plan, logical, max_shards)
     if blocker is not None:
-        return GrantDecision(planned, plan, logical, f"planned values kept: {blocker}")
+        return GrantDecision(_planned(plan, logical), plan, logical, f"planned values kept: {blocker}")
     if slots < 1:
         raise JobGraphError(f"cannot decide adaptive parallelism for a grant of {slots} slots; a grant has slots")
-    ranges = {name: plan.graph.vertices[name].parallelism_range for name in planned}
-    caps = _byte_caps(plan, ranges, input_bytes)
-    first = None
-    target = slots
-    while True:
-        values = {name: _clamp(min(target, caps.get(span, target)), span)  # type: ignore[arg-type]
-                  for name, span in ranges.items()}
-        candidate = plan if values == planned else Plan(apply(plan.graph, values), plan.mode)
-        region = _same_logical(candidate, plan, logical)
-        if all(candidate.slots(candidate.regions[r]) <= slots for r in candidate.region_set.logical[region].regions):
-            break
-        first = first or (values, candidate, region)
-        if target == 1 or all(values[name] == span[0] for name, span in ranges.items()):  # type: ignore[index]
-            values, candidate, region = first  # no value fits: the fixed vertices need more; do not shrink
-            break
-        target = max(1, target // 2)
-    how = _explained(values, ranges, caps, slots, input_bytes)
-    if values == planned:
-        return GrantDecision(planned, plan, logical, f"{how}: as planned")
-    moved = _other_units_moved(plan, candidate, logical, region, max_shards)
-    if moved:
-        return GrantDecision(planned, plan, logical, f"planned values kept: {how} would {moved}")
-    return GrantDecision(values, candidate, region, f"{how} (planned {_listed(planned)})", changed=True)
+    return _decide(plan, logical, max_shards, slots, input_bytes)
 
 
 def smaller_grants(plan: Plan, logical: int, max_shards: int | None, full: int) -> list[GrantDecision]:
     """What `at_grant` decides for a unit of logical region `logical` granted half, a quarter, ... of
     `full`, the slots it asks for as planned, largest first, one per distinct set of values ([] when
     its values are not decided at grant time): the smaller requests a unit may start with when its
-    full request is not free (an elastic request, `scheduling.elastic`: `regionflow run` only)."""
+    full request is not free (an elastic request, `scheduling.elastic`)."""
     if grant_time_blocker(plan, logical, max_shards) is not None:
         return []
     decisions: list[GrantDecision] = []
     seen: set[tuple[tuple[str, int], ...]] = set()
     slots = full // 2
     while slots >= 1:
-        decision = at_grant(plan, logical, max_shards, slots)
+        decision = _decide(plan, logical, max_shards, slots, None)
         values = tuple(sorted(decision.values.items()))
         if decision.changed and values not in seen:
             seen.add(values)
@@ -188,7 +160,43 @@ def smaller_grants(plan: Plan, logical: int, max_shards: int | None, full: int) 
     return decisions
 
 
-def _byte_caps(plan: Plan, ranges: Mapping[str, tuple[int, int] | None],
+def _planned(plan: Plan, logical: int) -> dict[str, int]:
+    """The planned values of the adaptive vertices of logical region `logical`."""
+    vertices = plan.graph.vertices
+    names = (plan.topology.vertex_names[v] for v in plan.region_set.logical[logical].vertices)
+    return {name: vertices[name].parallelism for name in names if vertices[name].parallelism_range is not None}
+
+
+def _decide(plan: Plan, logical: int, max_shards: int | None, slots: int, input_bytes: int | None) -> GrantDecision:
+    """`at_grant` for a region no `grant_time_blocker` holds back."""
+    from .plan import Plan  # the plan module imports this one
+
+    planned = _planned(plan, logical)
+    ranges = {name: span for name in planned if (span := plan.graph.vertices[name].parallelism_range) is not None}
+    caps = _byte_caps(plan, ranges, input_bytes)
+    first = None
+    target = slots
+    while True:
+        values = {name: _clamp(min(target, caps.get(span, target)), span) for name, span in ranges.items()}
+        candidate = plan if values == planned else Plan(apply(plan.graph, values), plan.mode)
+        region = _same_logical(candidate, plan, logical)
+        if all(candidate.slots(candidate.regions[r]) <= slots for r in candidate.region_set.logical[region].regions):
+            break
+        first = first or (values, candidate, region)
+        if target == 1 or all(values[name] == span[0] for name, span in ranges.items()):
+            values, candidate, region = first  # no value fits: the fixed vertices need more; do not shrink
+            break
+        target = max(1, target // 2)
+    how = _explained(values, ranges, caps, slots, input_bytes)
+    if values == planned:
+        return GrantDecision(planned, plan, logical, f"{how}: as planned")
+    if _other_units_moved(plan, candidate, logical, region, max_shards):
+        return GrantDecision(planned, plan, logical,
+                             f"planned values kept: {how} would move or rename another unit of the run")
+    return GrantDecision(values, candidate, region, f"{how} (planned {_listed(planned)})", changed=True)
+
+
+def _byte_caps(plan: Plan, ranges: Mapping[str, tuple[int, int]],
                input_bytes: int | None) -> dict[tuple[int, int], int]:
     """Per declared range, the parallelism its bytes allow: ceil(bytes / target), with the smallest
     target among the vertices of that range (one value per range keeps FORWARD edges between them)."""
@@ -197,9 +205,8 @@ def _byte_caps(plan: Plan, ranges: Mapping[str, tuple[int, int] | None],
     caps: dict[tuple[int, int], int] = {}
     for name, span in ranges.items():
         target = plan.graph.vertices[name].target_bytes_per_subtask
-        if target is not None and span is not None:
-            cap = max(1, math.ceil(input_bytes / target))
-            caps[span] = max(caps.get(span, 0), cap)
+        if target is not None:
+            caps[span] = max(caps.get(span, 0), max(1, math.ceil(input_bytes / target)))
     return caps
 
 
@@ -220,26 +227,23 @@ def _same_logical(candidate: Plan, plan: Plan, logical: int) -> int:
     return next(other.index for other in candidate.region_set.logical if other.vertices == wanted)
 
 
-def _other_units_moved(plan: Plan, candidate: Plan, logical: int, region: int, max_shards: int | None) -> str:
-    """What the candidate plan changes outside the region ('' when nothing): a unit elsewhere must keep
-    its name and position, which the rows' routing and the commits of the run go by."""
-    if _shard_count(candidate, region, max_shards) != 1:
-        return "cut the region into several shards"
+def _other_units_moved(plan: Plan, candidate: Plan, logical: int, region: int, max_shards: int | None) -> bool:
+    """Whether the candidate plan changes anything outside the region: a unit elsewhere must keep its
+    name and position, which the rows' routing and the commits of the run go by (and the region stays
+    one unit)."""
     before = [(shard.logical == logical, plan.shard_name(shard)) for shard in plan.shards(max_shards)]
     after = [(shard.logical == region, candidate.shard_name(shard)) for shard in candidate.shards(max_shards)]
-    if len(before) != len(after) or any(b[0] != a[0] or (not b[0] and b[1] != a[1])
-                                        for b, a in zip(before, after, strict=True)):
-        return "move or rename another unit of the run"
-    return ""
+    return len(before) != len(after) or any(b[0] != a[0] or (not b[0] and b[1] != a[1])
+                                            for b, a in zip(before, after, strict=True))
 
 
-def _explained(values: Mapping[str, int], ranges: Mapping[str, tuple[int, int] | None],
+def _explained(values: Mapping[str, int], ranges: Mapping[str, tuple[int, int]],
                caps: Mapping[tuple[int, int], int], slots: int, input_bytes: int | None) -> str:
     text = f"{_listed(values)} for {slots} granted slot(s)"
-    if caps and input_bytes is not None:
+    if caps:
         text += f" and {input_bytes} bytes read (at most {', '.join(str(c) for c in caps.values())} by " \
                 f"target_bytes_per_subtask)"
-    declared = sorted({f"[{span[0]}, {span[1]}]" for span in ranges.values() if span is not None})
+    declared = sorted({f"[{span[0]}, {span[1]}]" for span in ranges.values()})
     return f"{text}, declared {', '.join(declared)}"
 
 

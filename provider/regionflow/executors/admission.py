@@ -168,8 +168,7 @@ class AdmissionGate:
             self.log.info("RegionExecutor: %s runs without slots until its inputs are committed", key)
             self._hand_over(workload, key)
             return
-        # the admission's own requests: another scheduler may have admitted this try with a smaller one
-        bulk = replace(bulk, bulk_id=record.bulk_id, requests=_profiles(record))
+        bulk = _as_admitted(bulk, record)
         shortfall = self._run_shortfall(attempt, bulk.job_id)
         if shortfall:
             self._reject(workload, bulk, shortfall, "this DAG run can never finish on this cluster")
@@ -207,8 +206,7 @@ class AdmissionGate:
             self._free(bulk_id, f"withdrawn after {waited:.0f} s: admitted again with {chosen.size} of its "
                                 f"{waiting.size} slot requests ([regionflow] elastic_wait)")
             del self.held[bulk_id], self.waiting[key]
-            record = self._admission(held.attempt, chosen)
-            bulk = replace(chosen, bulk_id=record.bulk_id, requests=_profiles(record))
+            bulk = _as_admitted(chosen, self._admission(held.attempt, chosen))
             self.held[bulk.bulk_id] = held
             self.waiting[key] = bulk.bulk_id
             self.start(self.pool.submit(bulk))
@@ -466,9 +464,14 @@ class AdmissionGate:
             raise
 
 
-def _profiles(record: GrantRecord) -> tuple[ResourceProfile, ...]:
-    """The slot requests an admission row records."""
-    return tuple(ResourceProfile.from_dict(request) for request in record.requests)
+def _as_admitted(bulk: Bulk, record: GrantRecord) -> Bulk:
+    """`bulk` under its admission's id and with its admission's requests: an admission already waiting
+    (this try queued again, or admitted by another scheduler) may hold a smaller request
+    (`start_elastic`). Smaller ones always have fewer requests, so equal counts need no reading back."""
+    if len(record.requests) == bulk.size:
+        return replace(bulk, bulk_id=record.bulk_id)
+    requests = tuple(ResourceProfile.from_dict(request) for request in record.requests)
+    return replace(bulk, bulk_id=record.bulk_id, requests=requests)
 
 
 def _now_is(state: Any, try_number: int | None) -> str:

@@ -131,9 +131,6 @@ class RegionExecutor(LocalExecutor):
             else:
                 self.log.exception("RegionExecutor: cannot queue %r", workload)
 
-    def _start_elastic(self) -> None:
-        self.gate.start_elastic(self.rf_config.elastic_wait, time.monotonic())
-
     def revoke_task(self, *, ti: Any) -> None:
         """Airflow's scheduler revokes task instances QUEUED for longer than ``[scheduler]
         task_queued_timeout``, then queues them again (at most twice) or fails them.
@@ -247,7 +244,8 @@ class RegionExecutor(LocalExecutor):
                            ("heartbeat and taking over stopped schedulers",
                             lambda: self.recovery.tick(self._release_adopted)),
                            ("reading the shared slot pool", self.gate.refresh),
-                           ("starting an elastic region with fewer slots", self._start_elastic),
+                           ("starting an elastic region with fewer slots",
+                            lambda: self.gate.start_elastic(self.rf_config.elastic_wait, time.monotonic())),
                            ("checking waiting task instances", self._check_held),
                            ("checking granted task instances", self._check_granted),
                            ("stopping idle Spark Connect servers", self._stop_idle_servers),

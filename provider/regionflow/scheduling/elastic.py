@@ -36,9 +36,7 @@ def smaller_now(pool: SlotPool, waiting: Bulk, smaller: Sequence[Sequence[Resour
 
 def _largest_free(pool: SlotPool, bulk: Bulk, smaller: Sequence[Sequence[ResourceProfile]],
                   ignoring: str | None) -> Bulk | None:
-    for requests in smaller:
-        if len(requests) >= bulk.size:
-            continue
+    for requests in smaller:  # each smaller than the full request (`UnitLayout.smaller_requests`)
         candidate = dataclasses.replace(bulk, requests=tuple(requests))
         if pool.grantable_now(candidate, ignoring):
             return candidate

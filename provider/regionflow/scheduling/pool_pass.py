@@ -160,8 +160,7 @@ class Passes:
         if pending and (len(pending) > 1 or ignoring not in pending):
             return False
         state = PassState(self.table.class_free)
-        masks = self.masks
-        blocked = (masks.masks.get(job_id, 0) if masks.masks else 0) | masks.every
+        blocked = self.masks.of(job_id)
         budget = self._budget_without(state, blocked) if blocked else state.budget
         return choose_slots(self.table, demand, budget, blocked) is not None
 

@@ -255,11 +255,11 @@ class LocalRunner:
         if decision.values:
             self._progress(f"{self.runs[unit].name}: adaptive parallelism {decision.reason}")
         width = layout.width(at, self.largest_host)
-        inputs = self._input_descriptors(unit) if layout is self.layout else self._regranted_inputs(layout, at)
         task = UnitTask(job=self.job_reference, mode=self.plan.mode.value, run_id=self.run_id,
                         data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
                         regions=list(layout.shards[at].regions), attempt_id=attempt_id, host=host.name,
-                        width=width, inputs=inputs, slots=target.slots, input_bytes=input_bytes,
+                        width=width, inputs=self._input_descriptors(layout, at), slots=target.slots,
+                        input_bytes=input_bytes,
                         max_shards=self.options.max_shards, slot_request=layout.slot_request(at, width),
                         parallelism=decided(layout.plan.graph), subtasks=layout.plan.topology.subtask_count,
                         excluded_nodes=excluded_nodes(host, self.options.cluster.hosts,
@@ -332,22 +332,18 @@ class LocalRunner:
 
     # ---- data -------------------------------------------------------------------------------------
 
-    def _input_descriptors(self, unit: int) -> dict[str, dict[str, Any]]:
+    def _input_descriptors(self, layout: UnitLayout, unit: int) -> dict[str, dict[str, Any]]:
+        """The unit's input descriptor references. A unit whose grant changed its plan
+        (`UnitLayout.at_grant`) has its own layout, whose partition groups are numbered differently: a
+        cache of its own (blobs are named by content)."""
+        own = layout is self.layout
+        descriptors = self.descriptors if own else DescriptorCache(self.descriptors.blob_dir)
+        scheduler = self.scheduler if own else layout.scheduler()
         host_of = lambda producer_unit: self.unit_host.get(producer_unit, "")  # noqa: E731
         # the cast only types the lambda: mypy cannot infer one with a default argument (g=g) from its context
-        return {str(g): self.descriptors.ref_for(
-                    g, cast("Callable[[], list[PartitionLocation]]",
-                            lambda g=g: self.layout.locations(g, self.store, host_of)))
-                for g, _ in self.scheduler.consumed[unit]}
-
-    def _regranted_inputs(self, layout: UnitLayout, unit: int) -> dict[str, dict[str, Any]]:
-        """Input descriptors of a unit whose grant changed its plan (`UnitLayout.at_grant`): its partition
-        groups are the new plan's, so they get a cache of their own (blobs are named by content)."""
-        host_of = lambda producer_unit: self.unit_host.get(producer_unit, "")  # noqa: E731
-        descriptors = DescriptorCache(self.descriptors.blob_dir)
         return {str(g): descriptors.ref_for(g, cast("Callable[[], list[PartitionLocation]]",
                                                     lambda g=g: layout.locations(g, self.store, host_of)))
-                for g, _ in layout.scheduler().consumed[unit]}
+                for g, _ in scheduler.consumed[unit]}
 
     def _release(self, groups: list[int]) -> None:
         if self.options.keep_partitions:

@@ -64,12 +64,10 @@ class UnitLayout:
         its region's adaptive vertices decided again (`core.adaptive.at_grant`). The same layout and
         unit when nothing changes. Only the unit's own regions differ in a new layout (the decision
         refuses values that would move or rename another unit), so the unit keeps its key and name."""
-        shard = self.shards[unit]
-        decision = at_grant(self.plan, shard.logical, self.max_shards, slots, input_bytes)
+        decision = at_grant(self.plan, self.shards[unit].logical, self.max_shards, slots, input_bytes)
         if not decision.changed:
             return self, unit, decision
-        layout = UnitLayout(decision.plan, self.max_shards)
-        return layout, layout.unit_of_region[decision.plan.region_set.logical[decision.logical].regions[0]], decision
+        return *self._regranted(decision), decision
 
     def smaller_requests(self, unit: int, largest_host_slots: int) -> list[tuple[ResourceProfile, ...]]:
         """Smaller slot requests the unit may start with when its full request is not free, largest first
@@ -80,12 +78,16 @@ class UnitLayout:
         full = len(self.requests(unit, self.width(unit, largest_host_slots)))
         shapes: list[tuple[ResourceProfile, ...]] = []
         for decision in smaller_grants(self.plan, logical, self.max_shards, full):
-            layout = UnitLayout(decision.plan, self.max_shards)
-            at = layout.unit_of_region[decision.plan.region_set.logical[decision.logical].regions[0]]
+            layout, at = self._regranted(decision)
             shape = layout.requests(at, layout.width(at, largest_host_slots))
             if len(shape) < (len(shapes[-1]) if shapes else full):
                 shapes.append(shape)
         return shapes
+
+    def _regranted(self, decision: GrantDecision) -> tuple[UnitLayout, int]:
+        """The layout of a decision's plan and the index there of its region's one unit."""
+        layout = UnitLayout(decision.plan, self.max_shards)
+        return layout, layout.unit_of_region[decision.plan.region_set.logical[decision.logical].regions[0]]
 
     def width(self, unit: int, largest_host_slots: int) -> int:
         """How many of the unit's regions run at once: as many as the largest host can hold."""
