@@ -8,12 +8,14 @@ COMMANDS = [
     ["regionflow", "bench", "topology", "--parallelism", "100000", "--pattern", "all-to-all", "--exchange", "blocking",
      "--repeats", "3"],
     ["regionflow", "bench", "pool"],
+    [sys.executable, "benchmarks/pool_compiled.py", "--repeats", "3"],  # needs gcc and the Python headers
     ["regionflow", "bench", "schedule", "--parallelism", "10000"],
     [sys.executable, "-c", "from regionflow.spark.descriptors import bench_descriptors as b; import json; "
                            "print(json.dumps(b(), indent=2))"],
     [sys.executable, "benchmarks/sizing.py"],
     [sys.executable, "benchmarks/shared_pool.py"],
     [sys.executable, "benchmarks/spark_modes.py"],
+    [sys.executable, "benchmarks/blocking_floor.py", "--sf", "0.1", "--repeats", "3", "--queries", "1,3,9,18"],
     [sys.executable, "benchmarks/airflow_executor.py"],
     [sys.executable, "benchmarks/conformance.py"],
     [sys.executable, "benchmarks/speculation.py"],

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from regionflow.core.adaptive import at_grant, decided_plan, grant_time_blocker
+from regionflow.core.adaptive import apply, at_grant, decided_plan, grant_time_blocker
 from regionflow.core.errors import JobGraphError, SpecError
 from regionflow.core.graph import JobGraph
 from regionflow.core.jobspec import graph_from_spec
+from regionflow.core.plan import Plan
 from regionflow.plan_document import plan_document
 from regionflow.spark.unit import UnitLayout
 
@@ -55,6 +56,30 @@ def test_in_a_pipelined_region_the_fixed_vertices_slots_count_and_do_not_shrink_
     assert plan.graph.vertices["agg"].parallelism == 4
     assert at_grant(plan, 0, 1, 5).values == {"agg": 2}  # agg 2 + out 3 fits 5 slots
     assert at_grant(plan, 0, 1, 2).values == {"agg": 2}  # out alone needs 3: agg is not halved for nothing
+
+
+def test_values_that_would_move_another_unit_keep_the_planned_ones():
+    # v0 -RESCALE, pipelined-> v1 is one logical region of pointwise regions; at v1=1 they become one
+    # region and the run's units come in another order (v3's after v2's). Rows are routed and commits
+    # kept by unit position, so that value is refused; one that moves nothing (v1=2) is taken.
+    graph = JobGraph("moves")
+    for name, parallelism in [("v0", 3), ("v1", (1, 4)), ("v2", 4), ("v3", (1, 2)), ("v4", (1, 4))]:
+        graph.add_vertex(name, parallelism, fn="m:f")
+    graph.connect("v0", "v1", "rescale", "pipelined")
+    graph.connect("v1", "v2", "broadcast", "blocking")
+    graph.connect("v0", "v3", "rescale", "blocking")
+    graph.connect("v2", "v4", "rebalance", "blocking")
+    plan = decided_plan(graph.validate(), 8)
+    assert [plan.topology.vertex_names[v] for v in plan.region_set.logical[0].vertices] == ["v0", "v1"]
+    moved = Plan(apply(plan.graph, {"v1": 1}), plan.mode)
+    assert [s.logical for s in moved.shards(1)] != [s.logical for s in plan.shards(1)]  # what the guard sees
+    refused = at_grant(plan, 0, 1, 1)
+    assert refused.values == {"v1": 4} and not refused.changed and refused.plan is plan
+    assert "v1=1 for 1 granted slot(s)" in refused.reason
+    assert "would move or rename another unit of the run" in refused.reason
+    taken = at_grant(plan, 0, 1, 2)
+    assert taken.values == {"v1": 2} and taken.changed
+    assert [s.logical for s in taken.plan.shards(1)] == [s.logical for s in plan.shards(1)]
 
 
 def test_what_keeps_the_planned_value_is_named():
