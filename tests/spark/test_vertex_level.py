@@ -7,12 +7,14 @@ from __future__ import annotations
 import glob
 import os
 
+import pyarrow.parquet
 import pytest
 
 from regionflow.bench.spark_counts import blocking_files, jobs_started
 from regionflow.core.graph import Distribution, load_job
 from regionflow.core.plan import Plan
 from regionflow.spark.computer import BROADCAST_UNIT
+from regionflow.spark.exchange import BUCKET_COLUMN
 from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
 
 pytestmark = pytest.mark.timeout(600)
@@ -59,16 +61,21 @@ def test_jobs_per_vertex_do_not_grow_with_parallelism_and_files_stay_linear(
 def assert_one_directory_per_consumer_unit(data_dir, runner) -> None:
     """Every kept blocking dataset holds ``_rf_unit=<u>`` directories only of units that consume its
     edge (`BROADCAST_UNIT` for a BROADCAST edge), and at least one: the layout readers prune by,
-    whether Spark's partitionBy wrote it or the one directory was written directly."""
+    whether Spark's partitionBy wrote it or the one directory was written directly. Its rows carry
+    their bucket exactly when the consumer vertex spans several units (which read by bucket)."""
     plan, layout = runner.plan, runner.layout
     units = os.path.join(str(data_dir), runner.run_id, "units")
     for exec_edge in (e for e in plan.topology.edges if e.blocking):
         consumers = {layout.unit_of_region[plan.region_set.region_of[plan.topology.offsets[exec_edge.dst] + local]]
                      for local in range(plan.topology.parallelism[exec_edge.dst])}
-        expected = {BROADCAST_UNIT} if exec_edge.edge.distribution is Distribution.BROADCAST else consumers
+        broadcast = exec_edge.edge.distribution is Distribution.BROADCAST
+        expected = {BROADCAST_UNIT} if broadcast else consumers
         for dataset in glob.glob(os.path.join(units, "*", f"e{exec_edge.index}")):
             found = {int(name.split("=", 1)[1]) for name in os.listdir(dataset) if name.startswith("_rf_unit=")}
             assert found and found <= expected, (dataset, found, expected)
+            files = glob.glob(os.path.join(dataset, "_rf_unit=*", "*.parquet"))
+            columns = pyarrow.parquet.read_schema(files[0]).names
+            assert (BUCKET_COLUMN in columns) == (len(consumers) > 1 and not broadcast), (dataset, columns)
 
 
 def test_sharded_units_read_exactly_their_buckets(shared_servers, orders_reference, tmp_path, monkeypatch):

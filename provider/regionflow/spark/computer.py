@@ -272,12 +272,16 @@ class UnitComputer:
 
     def _write(self, exec_edge: ExecutionEdge, part: _Part) -> None:
         """One dataset per edge and unit, a directory per consumer unit, at most one file per core
-        in each. The bucket column is computed before the coalesce, on the vertex's own partitions
-        (a pointwise bucket depends on the producer subtask); the unit follows from the bucket."""
+        in each. With several consumer units, each row's unit follows from its bucket, computed
+        before the coalesce on the vertex's own partitions (a pointwise bucket depends on the
+        producer subtask). With one (a BROADCAST edge, or every consumer subtask in one unit, the
+        default), that unit reads every row as one span: the rows carry no bucket, which would only
+        cost its hash and its bytes (all-blocking Q9 and Q18: 9-12 % faster at SF 0.1, 1-3 % at SF 1)."""
         dataset = join(self.attempt_dir, partition_relpath(exec_edge.index))
-        routed = with_bucket(part.frame, self.topology, exec_edge, part.span, part.schema.fieldNames())
         broadcast = exec_edge.edge.distribution is Distribution.BROADCAST
         unit = BROADCAST_UNIT if broadcast else unit_of_rows(self._consumer_units(exec_edge.dst))
+        routed = part.frame if isinstance(unit, int) else with_bucket(
+            part.frame, self.topology, exec_edge, part.span, part.schema.fieldNames())
         write_directories(routed, dataset, UNIT_COLUMN, unit, self.files)
         self.store.fs.write_text(join(dataset, SCHEMA_FILE), part.schema.json())
 

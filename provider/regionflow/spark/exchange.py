@@ -67,7 +67,8 @@ def consumers_fed(topology: ExecutionTopology, exec_edge: ExecutionEdge, produce
 def with_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span,
                 columns: list[str] | None = None):
     """`frame` with the bucket column of `exec_edge` (0 on a BROADCAST edge: every consumer reads
-    every row). `columns`: the frame's columns when known (asking Spark costs an analysis)."""
+    every row). `columns`: the frame's columns when known (asking Spark costs an analysis). Rows
+    written for a single consumer unit go without it (`UnitComputer._write`)."""
     from pyspark.sql import functions as F
 
     distribution = exec_edge.edge.distribution
