@@ -7,8 +7,8 @@ For each TPC-H query, on one Spark Connect server (one host of --slots slots, st
 repeat runs, one after another:
 
   plain        the job's vertex functions as one plain PySpark program (`run_reference`);
-  staged       the same functions, whole, in topological order, in one client session, every
-               vertex's output written as Parquet by one Spark job and read back by its consumers:
+  staged       the same plain program (`run_reference`) with every vertex's output but the sink's
+               written as Parquet by one Spark job and read back by its consumers:
                what an all-blocking execution must at least do in Spark (one job per vertex, every
                edge on disk), with nothing of regionflow around it: no scheduler, no slot pool, no
                partition groups, no routing columns, no commit, no new session per unit;
@@ -21,25 +21,22 @@ all-blocking / staged (regionflow's own overhead). Every sink is checked against
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from typing import Any
 
-from regionflow.core.graph import load_job
+from regionflow.core.graph import JobGraph, load_job
 from regionflow.core.plan import Plan
 from regionflow.examples import tpch, tpch_data
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.api import reference_context
-from regionflow.spark.computer import SinkFigures, check_frame
 from regionflow.spark.connect import SessionServers
 from regionflow.spark.filesystems import local_path
 from regionflow.spark.runner import LocalRunner, RunOptions, run_reference
-from regionflow.spark.session_backend import apply_session_conf
-from regionflow.spark.unit import default_conf
 
 
 def main() -> None:
@@ -59,11 +56,10 @@ def main() -> None:
     servers = SessionServers(cluster, os.path.join(data_dir, "sessions"), base_port=None)
     servers.start()
     options.servers = servers
-    url = servers.server(next(iter(cluster)).name).url
     rows = []
     try:
         for query in queries:
-            rows.append(_query(query, url, options, args, data_dir))
+            rows.append(_query(query, options, args, data_dir))
     finally:
         servers.stop()
     print(json.dumps({"sf": args.sf, "slots": args.slots, "repeats": args.repeats, "rows": rows}, indent=2))
@@ -74,26 +70,24 @@ def main() -> None:
               f"all-blocking/staged={row['all_blocking_over_staged']:.2f}x  answers={row['answers']}")
 
 
-def _query(query: int, url: str, options: RunOptions, args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
+def _query(query: int, options: RunOptions, args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
     job = f"regionflow.examples.tpch:q{query}"
     plan = Plan(load_job(job), "all-blocking")
+    staged_plan = Plan(_staged_graph(plan.graph, args.slots, os.path.join(data_dir, f"staged-q{query}")),
+                       plan.mode)
     times: dict[str, list[float]] = {"plain": [], "staged": [], "all-blocking": []}
-    answers: dict[str, str] = {}
-    units = 0
     for repeat in range(args.repeats + 1):  # the first round warms the server up and is not counted
         plain = run_reference(job, plan, options)
-        staged_s, staged_path = _staged(plan, url, args.slots, os.path.join(data_dir, f"staged-q{query}-{repeat}"))
+        staged = run_reference(job, staged_plan, options)
         summary = LocalRunner(job, plan, options).run()
-        units = len(summary.units)
         if repeat:
             times["plain"].append(plain.makespan)
-            times["staged"].append(staged_s)
+            times["staged"].append(staged.makespan)
             times["all-blocking"].append(summary.makespan)
-        answers = {"plain": _check(query, args.sf, plain.sinks[tpch.SINK_VERTEX]["path"]),
-                   "staged": _check(query, args.sf, staged_path),
-                   "all-blocking": _check(query, args.sf, summary.sinks[tpch.SINK_VERTEX]["path"])}
+    answers = {kind: _check(query, args.sf, run.sinks[tpch.SINK_VERTEX]["path"])  # the last round's sinks
+               for kind, run in (("plain", plain), ("staged", staged), ("all-blocking", summary))}
     medians = {kind: statistics.median(values) for kind, values in times.items()}
-    return {"query": query, "units": units, "plain_s": round(medians["plain"], 3),
+    return {"query": query, "units": len(summary.units), "plain_s": round(medians["plain"], 3),
             "staged_s": round(medians["staged"], 3), "all_blocking_s": round(medians["all-blocking"], 3),
             "staged_over_plain": round(medians["staged"] / medians["plain"], 3),
             "all_blocking_over_plain": round(medians["all-blocking"] / medians["plain"], 3),
@@ -101,42 +95,25 @@ def _query(query: int, url: str, options: RunOptions, args: argparse.Namespace, 
             "answers": ",".join(f"{kind}:{verdict}" for kind, verdict in answers.items())}
 
 
-def _staged(plan: Plan, url: str, slots: int, out_dir: str) -> tuple[float, str]:
-    """Every vertex whole, in topological order; every output but the sink written as Parquet by one
-    job (at most one file per slot, as a unit writes) and read back by its consumers. Returns the
-    makespan (session included, as plain's) and the sink's path."""
-    from pyspark.sql import SparkSession
+def _staged_graph(graph: JobGraph, slots: int, out_dir: str) -> JobGraph:
+    """`graph` whose every vertex but the sink writes its output as Parquet (one job, at most one file
+    per slot, as a unit writes) and hands its consumers the files read back: run as plain PySpark
+    (`run_reference`), every edge is materialised and nothing else changes."""
+    staged = JobGraph(graph.name, graph.default_mode)
+    for name, vertex in graph.vertices.items():
+        staged.vertices[name] = vertex if vertex.sink else dataclasses.replace(
+            vertex, fn=_materialised(vertex.resolve_fn(), os.path.join(out_dir, name), slots))
+    staged.edges = list(graph.edges)
+    return staged
 
-    started = time.monotonic()
-    spark = SparkSession.builder.remote(url).create()
-    try:
-        apply_session_conf(spark, default_conf(slots, {}))
-        stored: dict[str, Any] = {}
-        topology = plan.topology
-        sink_path = ""
-        for name in topology.vertex_names:
-            vertex = plan.graph.vertices[name]
-            index = topology.vertex_index[name]
-            inputs = {}
-            for exec_edge in topology.in_edges[index]:
-                src = exec_edge.edge.src
-                inputs[src if src not in inputs else f"{src}[{exec_edge.index}]"] = stored[src]
-            frame = vertex.resolve_fn()(spark, inputs, reference_context(plan.graph.name, name, "staged",
-                                                                          vertex.parallelism))
-            check_frame(frame)
-            path = os.path.join(out_dir, name)
-            if vertex.sink:  # written and observed as plain writes its sink
-                figures = SinkFigures(frame)
-                figures.observe(frame).write.mode("overwrite").parquet(path)
-                figures.total()
-                sink_path = path
-            else:
-                schema = frame.schema
-                frame.coalesce(slots).write.mode("overwrite").parquet(path)
-                stored[name] = spark.read.schema(schema).parquet(path)
-    finally:
-        spark.stop()
-    return time.monotonic() - started, sink_path
+
+def _materialised(fn: Callable[..., Any], path: str, slots: int) -> Callable[..., Any]:
+    def staged(spark, inputs, ctx):
+        frame = fn(spark, inputs, ctx)
+        schema = frame.schema  # as a unit asks for the schema of what it writes
+        frame.coalesce(slots).write.mode("overwrite").parquet(path)
+        return spark.read.schema(schema).parquet(path)
+    return staged
 
 
 def _check(query: int, sf: float, path: str) -> str:

@@ -190,27 +190,25 @@ class AdmissionGate:
         `time.monotonic()`."""
         if self.pool.pending_count != 1:
             return
-        for key, bulk_id in list(self.waiting.items()):
-            held = self.held.get(bulk_id)
-            contract = held.attempt.contract if held is not None else None
-            if held is None or now - held.since < wait_s or not isinstance(contract, RegionSlots):
-                continue
-            waited = now - held.since
-            waiting = next((bulk for bulk in self.pool.waiting_bulks() if bulk.bulk_id == bulk_id), None)
-            chosen = None if waiting is None else smaller_now(self.pool, waiting,
-                                                              contract.smaller_of(held.attempt.map_index))
-            if waiting is None or chosen is None:
-                continue
-            self.log.info("RegionExecutor: %s waited %.0f s for %d slots; it starts with the %d free (its adaptive "
-                          "vertices may run at fewer subtasks)", key, waited, waiting.size, chosen.size)
-            self._free(bulk_id, f"withdrawn after {waited:.0f} s: admitted again with {chosen.size} of its "
-                                f"{waiting.size} slot requests ([regionflow] elastic_wait)")
-            del self.held[bulk_id], self.waiting[key]
-            bulk = _as_admitted(chosen, self._admission(held.attempt, chosen))
-            self.held[bulk.bulk_id] = held
-            self.waiting[key] = bulk.bulk_id
-            self.start(self.pool.submit(bulk))
+        waiting = self.pool.waiting_bulks()[0]  # the one bulk in the queue: this scheduler's try, or not
+        held = self.held.get(waiting.bulk_id)
+        contract = held.attempt.contract if held is not None else None
+        if held is None or now - held.since < wait_s or not isinstance(contract, RegionSlots):
             return
+        chosen = smaller_now(self.pool, waiting, contract.smaller_of(held.attempt.map_index))
+        if chosen is None:
+            return
+        key = held.attempt.key
+        waited = now - held.since
+        self.log.info("RegionExecutor: %s waited %.0f s for %d slots; it starts with the %d free (its adaptive "
+                      "vertices may run at fewer subtasks)", key, waited, waiting.size, chosen.size)
+        self._free(waiting.bulk_id, f"withdrawn after {waited:.0f} s: admitted again with {chosen.size} of its "
+                                    f"{waiting.size} slot requests ([regionflow] elastic_wait)")
+        del self.held[waiting.bulk_id], self.waiting[key]
+        bulk = _as_admitted(chosen, self._admission(held.attempt, chosen))
+        self.held[bulk.bulk_id] = held
+        self.waiting[key] = bulk.bulk_id
+        self.start(self.pool.submit(bulk))
 
     def start(self, grants: Iterable[Grant]) -> None:
         """Record the pool's grants in the store (the shared pool decides anew when another scheduler
