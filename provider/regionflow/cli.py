@@ -18,6 +18,7 @@ from .core.errors import RegionflowError, SpecError
 from .core.graph import JobGraph, load_job
 from .core.modes import DEFAULT_MODE, ExchangeMode
 from .core.plan import Plan
+from .output import document_only, print_document
 from .plan_document import plan_document
 
 EXIT_USAGE = 2
@@ -32,7 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return args.handler(args) or 0
+        with document_only(getattr(args, "format", None) == "json"):  # stdout: the one JSON document
+            return args.handler(args) or 0
     except RegionflowError as error:
         if getattr(args, "debug", False):
             traceback.print_exc()
@@ -121,8 +123,8 @@ def _add_plan(commands) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     reference = f"{args.job}#{args.dag_id}" if args.dag_id else args.job
-    print(plan_output(load_job(reference), mode_option(args.mode), args.format, inputs=args.inputs,
-                      max_shards=args.max_shards))
+    print_document(plan_output(load_job(reference), mode_option(args.mode), args.format, inputs=args.inputs,
+                               max_shards=args.max_shards))
     return 0
 
 
@@ -212,6 +214,9 @@ def _add_run(commands) -> None:
 
 def run_run(args: argparse.Namespace) -> int:
     import tempfile
+    import time
+
+    started = time.monotonic()  # every progress line counts from here
 
     from .spark.runner import LocalRunner, RunOptions, run_reference
 
@@ -223,12 +228,13 @@ def run_run(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise SpecError(f"--retries is {args.retries}; give 0 or more")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="regionflow-")
-    progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.format == "json" else print
+    progress = print  # with --format json, `main` sends it to stderr
     options = RunOptions(data_dir=os.path.abspath(data_dir) if "://" not in data_dir else data_dir,
                          cluster=cluster, max_shards=args.max_shards, retries=args.retries,
-                         job_conf=_parse_conf(args.conf), progress=progress, backend=args.backend)
+                         job_conf=_parse_conf(args.conf), progress=progress, backend=args.backend,
+                         clock_origin=started)
     if decisions:
-        progress(f"adaptive parallelism for {cluster.total_slots} slot(s): "
+        progress(f"[{time.monotonic() - started:7.1f}s] adaptive parallelism for {cluster.total_slots} slot(s): "
                  + ", ".join(f"{name}={value}" for name, value in decisions.items()))
     if args.reference:
         summary = run_reference(job_reference, plan, options)
@@ -316,7 +322,7 @@ def _positive_int(text: str) -> int:
 
 def _print_result(result: Any, output_format: str) -> None:
     if output_format == "json":
-        print(json.dumps(result, indent=2))
+        print_document(json.dumps(result, indent=2))
     elif isinstance(result, str):
         print(result)
     else:

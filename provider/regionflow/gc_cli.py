@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .core.errors import SpecError
+from .output import print_document
 from .spark.filesystems import LocalFileSystem, local_path
 from .spark.store import ATTEMPTS, UNITS, run_key_for
 from .store.engine import STORE_URL_VARIABLE
@@ -107,7 +108,7 @@ def run_gc(args: argparse.Namespace) -> int:
     found = collect(data_dir, running_runs(args.store_url or os.environ.get(STORE_URL_VARIABLE) or None), older_than)
     freed = 0 if args.dry_run else remove(found)
     if args.format == "json":
-        print(json.dumps({"dry_run": args.dry_run, "bytes": sum(g.bytes for g in found), "freed": freed,
+        print_document(json.dumps({"dry_run": args.dry_run, "bytes": sum(g.bytes for g in found), "freed": freed,
                           "removed" if not args.dry_run else "would_remove":
                               [{"run": g.run, "kind": g.kind, "path": g.path, "bytes": g.bytes} for g in found]},
                          indent=2))

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from .output import print_document
 from .spark.connect import DEFAULT_BASE_PORT, DEFAULT_START_TIMEOUT_S, SessionServers, default_state_dir
 
 EXIT_DOWN = 1  # `status`: some server is not up
@@ -52,7 +53,7 @@ def run_session(args: argparse.Namespace, cluster: Any) -> int:
     else:
         statuses = servers.checked_status(args.host)
     if args.format == "json":
-        print(json.dumps([vars(status) for status in statuses], indent=2))
+        print_document(json.dumps([vars(status) for status in statuses], indent=2))
     else:
         for status in statuses:
             detail = status.cause or (f"pid {status.pid}" if status.pid else "")

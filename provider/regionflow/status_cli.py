@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .core.errors import SpecError
+from .output import print_document
 from .store.engine import STORE_URL_VARIABLE
 
 HOSTS_VARIABLE = "AIRFLOW__REGIONFLOW__HOSTS"
@@ -45,7 +46,7 @@ def run_status(args: argparse.Namespace, cluster_from_args: Callable[[argparse.N
         args.hosts = os.environ[HOSTS_VARIABLE]
     url = args.store_url or os.environ.get(STORE_URL_VARIABLE) or default_url()
     cluster = None if args.dag_id is not None else cluster_from_args(args)
-    print(status_output(url, cluster, args.dag_id, args.run_id, args.format))
+    print_document(status_output(url, cluster, args.dag_id, args.run_id, args.format))
     return 0
 
 

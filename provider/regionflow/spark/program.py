@@ -182,4 +182,6 @@ def _write_result(task: UnitTask, result: dict[str, Any]) -> None:
 
 
 def _log(message: str) -> None:
-    print(f"regionflow: {message}", flush=True)
+    """A human line about the program's progress: on stderr, never stdout. With the session backend the program
+    runs in the calling process (`regionflow run ... --format json`), whose stdout carries one JSON document."""
+    print(f"regionflow: {message}", file=sys.stderr, flush=True)

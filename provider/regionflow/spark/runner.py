@@ -129,6 +129,8 @@ class RunOptions:
     # starts nor stops them
     servers: SessionServers | None = None
     keep_partitions: bool = False  # keep blocking partitions after their consumers finished (benchmarks count them)
+    # time.monotonic() when the command started: progress lines count from it (default: the runner's creation)
+    clock_origin: float | None = None
 
 
 class LocalRunner:
@@ -154,7 +156,8 @@ class LocalRunner:
         self.backend: Backend | None = None
         self.unit_host: dict[int, str] = {}
         self.log_paths: dict[int, str] = {}
-        self.started = 0.0
+        self.origin = options.clock_origin if options.clock_origin is not None else time.monotonic()
+        self.started = self.origin  # reset when the first unit is submitted: the makespan counts from there
 
     # ---- pre-flight -------------------------------------------------------------------------------
 
@@ -363,7 +366,8 @@ class LocalRunner:
         if self.options.progress:
             counts = self.scheduler.counts()
             running = ", ".join(f"{self.runs[u].name} ({self.runs[u].slots}@{self.runs[u].host})" for u in self.live)
-            self.options.progress(f"[{self._now():7.1f}s] {counts['finished']}/{len(self.shards)} units done"
+            self.options.progress(f"[{time.monotonic() - self.origin:7.1f}s] {counts['finished']}/{len(self.shards)} "
+                                  f"units done"
                                   f"{'; running: ' + running if running else ''} | {message}")
 
 
