@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sqlite3
 import time
 
+import psutil
 import pytest
 
 from regionflow.store import RegionflowStore
@@ -162,6 +164,60 @@ def test_waiting_for_slots_outlasts_every_timeout_and_a_task_marked_success_mean
     assert stack.dag_run("rf_marked", marked)["state"] == "success"
     assert marker_lines(stack, "never", marked) == 0  # it never ran
     assert scheduler_alive(stack)
+
+
+def idle_local_workers(stack) -> list[int]:
+    """LocalExecutor's idle worker processes in the scheduler (its process title says so)."""
+    [scheduler] = stack.pids_of("scheduler")
+    return [child.pid for child in psutil.Process(scheduler).children(recursive=True)
+            if "LocalExecutor" in " ".join(child.cmdline()) and "<idle>" in " ".join(child.cmdline())]
+
+
+def stuck_events(stack, dag_id, run_id) -> int:
+    """How often Airflow's scheduler took a task instance of the run for stuck in queued (its audit log)."""
+    with sqlite3.connect(stack.database_path, timeout=30) as connection:
+        [(count,)] = connection.execute("SELECT count(*) FROM log WHERE dag_id = ? AND run_id = ? AND event LIKE "
+                                        "'stuck in queued%'", (dag_id, run_id)).fetchall()
+    return count
+
+
+def test_a_try_no_worker_started_is_revoked_while_a_try_waiting_longer_for_slots_keeps_its_place(stack):
+    """Airflow's stuck-in-queued pass over one executor's tries stops at the first NotImplementedError of
+    revoke_task. `behind` (the whole cluster) is created first, so Airflow's pass meets it first, and waits
+    for the slot of `lost`, whose workload sits in LocalExecutor's queue while every worker is paused. Both
+    stay QUEUED past task_queued_timeout (8 s): `lost` is revoked (its slot goes back; Airflow queues it
+    again), `behind` is never taken for stuck and gets the cluster first, in FIFO order."""
+    warm = trigger(stack, "rf_healthy")  # LocalExecutor forks all its workers with the first task
+    assert stack.wait_for_run("rf_healthy", warm, timeout=300) == "success"
+    stack.wait_for_dag("rf_behind")
+    stack.set_paused("rf_behind", True)
+    behind = stack.trigger("rf_behind")  # its task instance exists, unscheduled while the DAG is paused
+    workers = idle_local_workers(stack)
+    assert workers
+    for pid in workers:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        lost = trigger(stack, "rf_lost")
+        wait_until(lambda: admissions(stack, "rf_lost", lost, "lost")[0] == [("1", "granted")], 120,
+                   "the lost try to get its slot")
+        stack.unpause("rf_behind")
+        wait_until(lambda: [s for _, s in admissions(stack, "rf_behind", behind, "whole")[0]] == ["waiting"], 120,
+                   "the whole-cluster try to wait for slots")
+        wait_until(lambda: stuck_events(stack, "rf_lost", lost) >= 1, 120,
+                   "Airflow to take the try no worker started for stuck")
+        wait_until(lambda: admissions(stack, "rf_behind", behind, "whole")[0] == [("1", "granted")], 60,
+                   "the revoked try's slot to go to the try that waited first")
+        assert stuck_events(stack, "rf_behind", behind) == 0  # waited past the timeout, never taken for stuck
+        assert admissions(stack, "rf_lost", lost, "lost")[0][0] == ("1", "released")
+    finally:
+        for pid in workers:
+            os.kill(pid, signal.SIGCONT)
+    assert stack.wait_for_run("rf_behind", behind, timeout=300) == "success"
+    assert task_instance(stack, "rf_behind", behind, "whole")["try_number"] == 1
+    assert stack.wait_for_run("rf_lost", lost, timeout=300) in ("success", "failed")  # as LocalExecutor would
+    assert scheduler_alive(stack)
+    after = trigger(stack, "rf_healthy")  # no slot was left taken
+    assert stack.wait_for_run("rf_healthy", after, timeout=300) == "success"
 
 
 def test_a_task_marked_failed_while_it_runs_stops_and_frees_its_slots(stack):

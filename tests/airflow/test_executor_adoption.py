@@ -4,7 +4,6 @@ stayed queued. No stack: LocalExecutor's workers are a list we read, as in test_
 import time
 from types import SimpleNamespace
 
-import pytest
 from airflow.utils.state import TaskInstanceState
 from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
 
@@ -80,8 +79,7 @@ def test_a_try_just_handed_to_the_workers_is_not_revoked(settings, monkeypatch):
     ex.queued_timeout_s = 600.0
     starting, behind = workload(slots=4, task_id="starting"), workload(slots=4, task_id="behind")
     queue(ex, starting, behind)
-    with pytest.raises(NotImplementedError, match="starting, not stuck"):
-        ex.revoke_task(ti=starting.ti)
+    ex.revoke_task(ti=starting.ti)  # nothing raised: Airflow's pass goes on to the tries behind it
     assert starting.key in ex.running and rows(settings)["starting"].state is GrantState.GRANTED
     assert [w.ti.task_id for w in ex.activity_queue] == ["starting"] and ex.pool.free_slots() == 0
     assert ex.cleanup_stuck_queued_tasks([starting.ti]) == []

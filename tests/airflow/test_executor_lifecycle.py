@@ -1,10 +1,10 @@
 """RegionExecutor in-process: every way Airflow hands it the same task instance try again, and every
 fault of ours, end in the right ledger rows and never in an exception into the scheduler.
 (No stack: LocalExecutor's workers are replaced by a list we read, as in test_executor.py.)"""
-import pytest
 from airflow.utils.state import TaskInstanceState
 from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
 
+from regionflow.executors.queued_stamps import QueuedStamps
 from regionflow.store import GrantState, RegionflowStore, StoreError
 
 SUCCESS, FAILED, RUNNING = TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.RUNNING
@@ -131,13 +131,33 @@ def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings, monkeypatc
     assert admissions(settings, stuck) == [("1", "released")]
 
 
-def test_revoke_is_declined_for_a_try_that_waits_for_slots(settings, monkeypatch):  # noqa: F811
+def test_a_waiting_try_keeps_its_queued_time_fresh_so_airflow_never_takes_it_for_stuck(settings, monkeypatch):  # noqa: F811
+    ex = executor(monkeypatch)
+    written, now = [], [0.0]
+    ex.queued_stamps = QueuedStamps(9.0, written.extend, clock=lambda: now[0])
+    blocker, waiting = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="w")
+    queue(ex, blocker, waiting)
+    ex._renew_queued_times()
+    now[0] = 2.9
+    ex._renew_queued_times()
+    assert written == []  # seen waiting at 0, due at a third of the timeout
+    now[0] = 3.0
+    ex._renew_queued_times()
+    assert written == [str(waiting.ti.id)]
+    now[0] = 5.0
+    ex.change_state(blocker.key, TaskInstanceState.SUCCESS)  # its slots go to the waiting try
+    assert written == [str(waiting.ti.id)] * 2  # stamped when handed over: the timeout runs from there
+    assert not ex.queued_stamps.stamped
+
+
+def test_a_try_still_waiting_that_airflow_revokes_leaves_the_queue_and_nothing_is_raised(settings, monkeypatch):  # noqa: F811
+    # only when its queued time could not be renewed in time; Airflow queues it again
     ex = executor(monkeypatch)
     waiting = workload(slots=4, task_id="w")
     queue(ex, workload(slots=4, task_id="blocker"), waiting)
-    with pytest.raises(NotImplementedError):
-        ex.revoke_task(ti=waiting.ti)
-    assert ex.pool.is_waiting(ex.gate.waiting[waiting.key])  # keeps its place
+    ex.revoke_task(ti=waiting.ti)
+    assert waiting.key not in ex.gate.waiting and not ex.gate.held.get(f"{waiting.ti.id}:1")
+    assert ex.pool.free_slots() == 0  # the blocker keeps its grant
 
 
 def test_a_store_fault_fails_that_task_only_and_the_executor_goes_on(settings, monkeypatch):  # noqa: F811

@@ -376,7 +376,11 @@ class AdmissionGate:
         self.fail(workload, key, f"regionflow: unexpected error while {doing}: {type(error).__name__}: {error}")
 
     def revoke(self, key: Hashable) -> None:
-        """Forget a try handed to a worker that never started it: its slots go back (Airflow revoked it)."""
+        """Forget a try handed to a worker that never started it: its slots go back (Airflow revoked it). One
+        still waiting leaves the queue (Airflow queues it again)."""
+        if key in self.waiting:
+            self.withdraw(self.waiting[key], "revoked by Airflow (queued past [scheduler] task_queued_timeout)")
+            return
         self.runs.pop(key, None)
         bulk_id = self.granted.pop(key, None)
         if bulk_id is not None:

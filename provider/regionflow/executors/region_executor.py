@@ -53,12 +53,14 @@ from .guest import (
     STILL_QUEUED,
     RegionflowConfigError,
     append_task_log,
+    renew_queued_time,
     task_instance_finished,
     task_instance_states,
 )
 from .leftovers import Leftovers
 from .lost_hosts import LostHostWatch
 from .metrics import PoolMetrics
+from .queued_stamps import QueuedStamps
 from .recovery import BlocklistMirror, GrantRecovery
 
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] slot_idle_timeout
@@ -92,8 +94,9 @@ class RegionExecutor(LocalExecutor):
                                   recovery=self.recovery, metrics=self.metrics, log=self.log,
                                   owner=self.recovery.scheduler_id)
         self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
-        # a try handed to the workers is not taken for stuck before this long (see `revoke_task`)
+        # Airflow takes a try QUEUED this long for stuck; waiting tries are kept from counting (see `revoke_task`)
         self.queued_timeout_s = _queued_timeout_s()
+        self.queued_stamps = QueuedStamps(self.queued_timeout_s, renew_queued_time)
         self._idle_check = Every(IDLE_CHECK_INTERVAL_S)
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -137,33 +140,36 @@ class RegionExecutor(LocalExecutor):
 
         A try that waits for its slot bulk is not stuck: as in Flink, only a request no cluster state can
         satisfy fails (at once, see `AdmissionGate.admit`), and a long wait gets a not-enough-resources
-        notice (``[regionflow] resource_wait_timeout``). Revoking it would throw it to the back of the FIFO
-        queue and fail big regions on a busy cluster, so that is declined (NotImplementedError, which
-        Airflow's scheduler reads as "leave it queued"). So is revoking a try handed to the workers less
-        than ``task_queued_timeout`` ago: it waited that long for its slots and its worker is starting it
-        now (the handed workload cannot be taken back from LocalExecutor's queue; revoked, it would run
-        anyway and its worker's report of a task no longer queued would fail the try queued again). A
-        try handed to the workers longer ago than that and still QUEUED is stuck (its worker went away):
-        its slots are released and it is forgotten.
+        notice (``[regionflow] resource_wait_timeout``). So the executor keeps such a try's queued time fresh
+        in Airflow's database (`QueuedStamps`, every sync), and the scheduler's stuck check never selects
+        it; a try handed to the workers is stamped then. What Airflow revokes is therefore stuck (its worker
+        never started it): its slots are released and it is forgotten, never declined. A
+        ``NotImplementedError`` here would end Airflow's loop over this executor's stuck tries, leaving
+        every stuck try behind it in place.
+
+        Should the stamps have failed to reach the database (the scheduler's stuck check came first): a try
+        still waiting is withdrawn from the queue (Airflow queues it again); a try handed to the workers
+        less than the timeout ago keeps its slots, since its workload cannot be taken back from
+        LocalExecutor's queue (its worker's report releases them).
         """
-        key = ti.key
+        self._revoke(ti.key)
+
+    def _revoke(self, key: Any) -> bool:
+        """Revoke try `key`; False when it was handed to the workers moments ago and keeps its slots."""
         not_stuck = self.gate.not_stuck(key, time.monotonic(), self.queued_timeout_s)
         if not_stuck is not None:
-            raise NotImplementedError(f"RegionExecutor {not_stuck}")
+            self.log.warning("RegionExecutor: Airflow took %s for stuck, but the executor %s (its queued time "
+                             "could not be renewed in time)", key, not_stuck)
+            if key not in self.gate.waiting:
+                return False
         guarded(self.log, f"revoking {key}", self.gate.revoke, key)
         self.running.discard(key)
         self.queued_tasks.pop(key, None)
+        return True
 
     def cleanup_stuck_queued_tasks(self, tis: list[Any]) -> list[str]:
         """Airflow's older name for `revoke_task`, on a list: revokes what can be revoked."""
-        revoked = []
-        for ti in tis:
-            try:
-                self.revoke_task(ti=ti)
-            except NotImplementedError:
-                continue
-            revoked.append(repr(ti))
-        return revoked
+        return [repr(ti) for ti in tis if self._revoke(ti.key)]
 
     def try_adopt_task_instances(self, tis: Sequence[Any]) -> Sequence[Any]:
         """Task instances of a scheduler that stopped. A RUNNING one keeps running (its task process
@@ -247,6 +253,7 @@ class RegionExecutor(LocalExecutor):
                            ("starting an elastic region with fewer slots",
                             lambda: self.gate.start_elastic(self.rf_config.elastic_wait, time.monotonic())),
                            ("checking waiting task instances", self._check_held),
+                           ("renewing the queued time of waiting task instances", self._renew_queued_times),
                            ("checking granted task instances", self._check_granted),
                            ("stopping idle Spark Connect servers", self._stop_idle_servers),
                            ("reporting the pool's metrics", lambda: self.metrics.gauges(self.pool))):
@@ -271,6 +278,10 @@ class RegionExecutor(LocalExecutor):
             return
         states = task_instance_states([held.attempt.ti_id for held in self.gate.held.values()])
         self.gate.withdraw_changed(states, STILL_QUEUED)
+
+    def _renew_queued_times(self) -> None:
+        """Keep Airflow's stuck-in-queued check off the tries that wait for slots (`QueuedStamps`)."""
+        self.queued_stamps.tick(held.attempt.ti_id for held in self.gate.held.values())
 
     def _check_granted(self) -> None:
         """Release the slots of tries that ended in Airflow's database but whose end no worker reported
@@ -300,7 +311,8 @@ class RegionExecutor(LocalExecutor):
             self.log.warning("RegionExecutor: not enough resources: %s", notice.message)
             held = self.gate.held.get(notice.oldest_bulk_id)  # None for a speculative copy
             if held is not None:
-                append_task_log(held.workload, f"regionflow: not enough resources: {notice.message}", level="warning")
+                append_task_log(held.workload, f"regionflow: not enough resources: {notice.message}", level="warning",
+                                last=False)
         self._noticed_jobs = told
         self.metrics.starving(len(told), new)
 
@@ -354,6 +366,8 @@ class _AirflowWorkers:
     def hand_over(self, workload: ExecuteTask) -> None:
         executor = self.executor
         workload.token = workload.generate_token(str(workload.ti.id), executor.jwt_generator)
+        guarded(executor.log, f"renewing the queued time of {workload.key}", executor.queued_stamps.handed,
+                str(workload.ti.id))
         executor.running.add(workload.key)
         hand_to_local_workers(executor, workload)
 

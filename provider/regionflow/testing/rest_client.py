@@ -114,7 +114,10 @@ class AirflowRestClient:
                    json={"name": name, "slots": slots, "description": description, "include_deferred": False})
 
     def unpause(self, dag_id: str) -> None:
-        self._call("PATCH", f"/api/v2/dags/{_q(dag_id)}", json={"is_paused": False},
+        self.set_paused(dag_id, False)
+
+    def set_paused(self, dag_id: str, paused: bool) -> None:
+        self._call("PATCH", f"/api/v2/dags/{_q(dag_id)}", json={"is_paused": paused},
                    params={"update_mask": "is_paused"})
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, run_id: str | None = None) -> str:

@@ -80,6 +80,15 @@ with DAG("rf_waiter", schedule=None, start_date=START, catchup=False):
     PythonOperator(task_id="short", python_callable=sleep_for, execution_timeout=timedelta(seconds=5),
                    op_kwargs={"seconds": 1, "name": "short", "run_id": "{{ run_id }}"})
 
+with DAG("rf_lost", schedule=None, start_date=START, catchup=False):
+    # handed to LocalExecutor's workers while every one of them is paused: no worker starts it
+    PythonOperator(task_id="lost", python_callable=touch, op_kwargs={"name": "lost", "run_id": "{{ run_id }}"})
+
+with DAG("rf_behind", schedule=None, start_date=START, catchup=False):
+    # asks for the whole cluster, so it waits behind rf_lost's slot far longer than task_queued_timeout
+    PythonOperator(task_id="whole", python_callable=touch, executor_config=WHOLE_CLUSTER,
+                   op_kwargs={"name": "whole", "run_id": "{{ run_id }}"})
+
 with DAG("rf_marked", schedule=None, start_date=START, catchup=False):
     # marked success while it waits for slots: must never run
     PythonOperator(task_id="never", python_callable=touch, op_kwargs={"name": "never", "run_id": "{{ run_id }}"})
