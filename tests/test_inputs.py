@@ -281,6 +281,21 @@ def test_bad_options(option, value, fragment):
     assert fragment in message and "\n" not in message, message
 
 
+@pytest.mark.parametrize("value, resolved", [
+    ("", "/srv/airflow/regionflow-data"),
+    ("data", "/srv/airflow/data"),  # relative: to AIRFLOW_HOME, not to the working directory of each process
+    ("./runs/../data/", "/srv/airflow/data"),
+    ("/var/regionflow", "/var/regionflow"),
+    ("hdfs://nn:8020/regionflow", "hdfs://nn:8020/regionflow"),  # a URI: as given
+    ("s3a://bucket/regionflow", "s3a://bucket/regionflow"),
+    ("file:/tmp/regionflow", "file:/tmp/regionflow"),
+])
+def test_a_relative_data_dir_is_resolved_once_against_airflow_home(value, resolved, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = RegionflowConfig.from_values(lambda name: {"data_dir": value}.get(name, ""), airflow_home="/srv/airflow")
+    assert config.data_dir == resolved
+
+
 # ---- JSON Schema from the same declarations ------------------------------------------------------------------
 
 

@@ -41,3 +41,25 @@ def test_other_text_is_an_error_naming_it_and_the_forms(text, fragment):
     with pytest.raises(SpecError, match="master") as error:
         Master.parse(text)
     assert repr(text) in str(error.value)
+
+
+@pytest.mark.parametrize("text, port, host", [
+    ("spark://127.0.0.1:99999", "99999", "127.0.0.1"),
+    ("spark://127.0.0.1:0", "0", "127.0.0.1"),
+    ("spark://m1:7077,m2:65536", "65536", "m2"),
+    ("k8s://https://api.k:70000", "70000", "api.k"),
+    ("k8s://api.k:0", "0", "api.k"),
+])
+def test_a_port_outside_1_to_65535_is_refused_naming_master_and_port(text, port, host):
+    with pytest.raises(SpecError) as error:
+        Master.parse(text)
+    assert str(error.value) == (f"master {text!r} is not a usable master URL: its port {port} (host {host}) is outside "
+                                f"1-65535; give a port from 1 to 65535")
+    assert master_problem(text.replace(f":{port}", ":65535")) is None
+
+
+def test_a_host_whose_master_port_is_out_of_range_is_refused_when_the_hosts_are_read():
+    from regionflow.spark.targets import parse_cluster
+
+    with pytest.raises(SpecError, match=r"host 'a'.master = 'spark://127.0.0.1:99999': .*its port 99999"):
+        parse_cluster("a:2,master=spark://127.0.0.1:99999")

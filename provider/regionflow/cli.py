@@ -123,9 +123,27 @@ def _add_plan(commands) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     reference = f"{args.job}#{args.dag_id}" if args.dag_id else args.job
-    print_document(plan_output(load_job(reference), mode_option(args.mode), args.format, inputs=args.inputs,
+    graph = load_job(reference)
+    for line in resource_name_warnings(graph):
+        print(f"regionflow: warning: {line}", file=sys.stderr)
+    print_document(plan_output(graph, mode_option(args.mode), args.format, inputs=args.inputs,
                                max_shards=args.max_shards))
     return 0
+
+
+def resource_name_warnings(graph: JobGraph) -> list[str]:
+    """One line per vertex whose extended resources look like typos of known names (``cpus``): the plan
+    does not know the cluster, so a warning; ``regionflow run`` and the executor refuse such a request,
+    as no host declares it."""
+    from .core.resources import describe_suspicious, suspicious_resources
+
+    lines = []
+    for vertex in graph.vertices.values():
+        suspects = suspicious_resources(name for name, _ in vertex.resources.extended)
+        if suspects:
+            lines.append(f"vertex {vertex.name!r}: {describe_suspicious(suspects)}; it is taken as an extended "
+                         f"resource that only a host declaring it offers")
+    return lines
 
 
 def plan_output(graph: JobGraph, mode: ExchangeMode | None = None, output_format: str = "text",

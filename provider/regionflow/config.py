@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +45,9 @@ OPTIONS: tuple[Option, ...] = (
            "master=spark://127.0.0.1:7077') or JSON. Empty: one host 'localhost' with one slot per CPU core "
            "running Spark local[k].", "string", "localhost:slots=4", ""),
     Option("data_dir", "Where region outputs (blocking partitions) and relative sink paths live; any Spark URI. "
-           "Empty: AIRFLOW_HOME/regionflow-data.", "string", "/data/regionflow", ""),
+           "A relative path is relative to AIRFLOW_HOME (resolved once, when the options are read, so every "
+           "process finds the same directory); a URI with a scheme (hdfs://, s3a://, file:/...) is used as "
+           "given. Empty: AIRFLOW_HOME/regionflow-data.", "string", "/data/regionflow", ""),
     Option("store_url", "SQLAlchemy URL of regionflow's store (grants, attempts, commits, blocklist, metrics). "
            "Empty: sqlite:///AIRFLOW_HOME/regionflow.db.", "string", "postgresql://user:pass@db/regionflow", ""),
     Option("mode", "Default global exchange mode of regionflow.transform().", "string",
@@ -190,7 +193,7 @@ class RegionflowConfig:
         hosts = get("hosts").strip()
         return cls(
             cluster=_hosts(hosts) if hosts else Cluster.local_default(),
-            data_dir=get("data_dir").strip() or os.path.join(airflow_home, "regionflow-data"),
+            data_dir=_data_dir(get("data_dir").strip() or "regionflow-data", airflow_home),
             store_url=get("store_url").strip() or f"sqlite:///{os.path.join(airflow_home, 'regionflow.db')}",
             mode=_mode(get("mode").strip()),
             max_shards=_declared_number("max_shards", get),
@@ -288,6 +291,17 @@ def _number(name: str, text: str, kind: type, minimum: float, *, above: bool = F
     if maximum is not None and value > maximum:
         raise SpecError(f"[{SECTION}] {name} = {value} must be at most {maximum}")
     return value
+
+
+_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")  # two letters at least: 'C:' is a drive, not a scheme
+
+
+def _data_dir(text: str, airflow_home: str) -> str:
+    """``[regionflow] data_dir``: a URI as given; a path with ``~`` expanded and, when relative, joined to
+    AIRFLOW_HOME (not to each process's working directory)."""
+    if _URI_SCHEME.match(text):
+        return text
+    return os.path.abspath(os.path.join(airflow_home, os.path.expanduser(text)))
 
 
 def _hosts(text: str) -> Cluster:

@@ -40,7 +40,7 @@ from .core.modes import ExchangeMode
 from .core.plan import Plan
 from .core.registry import register_job
 from .core.resources import ResourceProfile
-from .operators.region import RegionOperator, attach_job
+from .operators.region import RegionOperator, attach_job, attached_job
 from .operators.vertex import SparkVertexOperator
 from .scheduling.fit import misfits
 from .scheduling.speculation_policy import SpeculationConfig, SpeculationPolicy, parse_switch
@@ -74,6 +74,9 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     spec_config = speculation_settings(config.speculation_config, speculation_config)
     vertices = [task for task in dag.tasks if isinstance(task, SparkVertexOperator)]
     if not vertices:
+        if attached_job(dag) is not None:
+            raise JobGraphError(f"DAG {dag.dag_id!r} was already transformed (its vertices are region tasks now); "
+                                f"call regionflow.transform(dag) once, at the end of the DAG file")
         raise JobGraphError(f"DAG {dag.dag_id!r} has no SparkVertexOperator; declare vertices before transform(dag)")
     plan_mode = ExchangeMode.parse(mode) if mode is not None else config.mode
     plan = decided_plan(job_graph_of(dag.dag_id, vertices, plan_mode), config.cluster.total_slots, plan_mode)

@@ -159,6 +159,9 @@ def test_an_exchange_between_a_vertex_and_another_task_names_both(config):
     ({"resources": "cpu=1"}, "resources='cpu=1' is not a mapping"),
     ({"resources": {"cpu": float("nan")}}, "resource 'cpu' is nan"),
     ({"resources": {"cpu": "1"}}, "resource 'cpu' must be a number"),
+    ({"resources": {"cpu": 1, "heap_mib": 1000.5}},
+     "resources.heap_mib is 1000.5; memory sizes are whole MiB: write 1001"),
+    ({"reads": 3}, "reads=3 is not a path or a list of paths"),
 ])
 def test_bad_operator_resources_fail_at_parse_naming_the_vertex(arguments, named):
     with new_dag():
@@ -186,6 +189,22 @@ def test_dag_without_vertices_is_refused(config):
         EmptyOperator(task_id="x")
     with pytest.raises(RegionflowError, match="no SparkVertexOperator"):
         regionflow.transform(dag, config=config)
+
+
+def test_transforming_twice_says_the_dag_was_already_transformed(config):
+    dag, _ = example(config)
+    with pytest.raises(RegionflowError) as info:
+        regionflow.transform(dag, config=config)
+    assert str(info.value) == ("DAG 'orders_daily' was already transformed (its vertices are region tasks now); call "
+                               "regionflow.transform(dag) once, at the end of the DAG file")
+
+
+def test_reads_none_is_no_reads_and_a_whole_float_heap_is_whole_mib(config):
+    with new_dag() as dag:
+        vertex = SparkVertexOperator(task_id="v", parallelism=1, fn=job.generate_orders, reads=None,
+                                     resources={"cpu": 1, "heap_mib": 512.0})
+    assert vertex.reads == () and vertex.vertex_resources.heap_mib == 512
+    assert regionflow.transform(dag, config=config).plan.graph.vertices["v"].reads == ()
 
 
 def test_untransformed_vertex_refuses_to_run():

@@ -67,3 +67,30 @@ def test_regionflow_run_refuses_the_job_before_any_spark_work(tmp_path):
     with pytest.raises(SchedulingError, match="job 'fit' cannot run on this cluster: vertex 'train' asks .*gpu"):
         runner.preflight()
     assert list(tmp_path.iterdir()) == []  # nothing claimed, nothing written
+
+
+def test_a_resource_name_near_a_known_one_gets_a_did_you_mean_where_the_request_is_refused(tmp_path):
+    """Issue 43 item 7: {"cpus": 1, "heap_mb": 512} are two extended resources no host offers; the
+    preflight of `regionflow run` (misfits) and the pool's unfulfillable-bulk message say what was meant."""
+    from regionflow.scheduling.errors import UnfulfillableBulk
+    from regionflow.scheduling.pool import Bulk, SlotPool
+
+    typo = ResourceProfile.from_dict({"cpus": 1, "heap_mb": 512})
+    plan = plan_of(clean=typo)
+    (message,) = misfits(plan, Cluster.parse("a:2").hosts)
+    assert ("resource 'cpus' is not a known name (did you mean 'cpu'?); resource 'heap_mb' is not a known name "
+            "(did you mean 'heap_mib'?); lower the vertex's resources") in message
+    runner = LocalRunner("m:job", plan, RunOptions(data_dir=str(tmp_path), cluster=Cluster.parse("a:2"), progress=None,
+                                                   backend="submit"))
+    with pytest.raises(SchedulingError, match=r"vertex 'clean' asks .*cpus=1.*did you mean 'cpu'\?"):
+        runner.preflight()
+    with pytest.raises(UnfulfillableBulk, match=r"no host offers a slot that fits .*did you mean 'heap_mib'\?"):
+        SlotPool(Cluster.parse("a:2")).submit(Bulk("b", "job", "clean", (typo,)))
+
+
+def test_names_a_host_declares_and_gpu_are_never_taken_for_typos():
+    gpus = plan_of(train=ResourceProfile.of(cpu=1, gpu=1), tag=ResourceProfile.of(cpu=1, tpus=1))
+    messages = misfits(gpus, Cluster.parse("a:2,ext.tpu=2").hosts)
+    assert len(messages) == 2 and "did you mean" not in messages[0]  # gpu: known (one edit from cpu)
+    assert "resource 'tpus' is not a known name (did you mean 'tpu'?)" in messages[1]  # 'tpu': host a declares it
+    assert misfits(plan_of(tag=ResourceProfile.of(cpu=1, tpus=1)), Cluster.parse("a:2,ext.tpus=2").hosts) == []

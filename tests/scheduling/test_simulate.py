@@ -1,10 +1,12 @@
 """`regionflow simulate`: the four FLIP-119 scenarios, and a property test of fifo-bulk."""
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from regionflow.cli import main
+from regionflow.core.errors import SpecError
 from regionflow.core.graph import JobGraph, load_job
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
@@ -124,3 +126,11 @@ def test_cli_simulate_takes_gpu_hosts_and_yarn_and_kubernetes_masters(capsys, tm
     assert main(["simulate", str(spec), "--hosts", "n1:2,master=yarn"]) != 0
     out = capsys.readouterr()
     assert "gpu: asked 1 per slot, the largest slot offers 0 (host 'n1')" in out.out + out.err
+
+
+def test_a_vertex_given_two_durations_is_refused_naming_it(capsys):
+    """`--durations A=1,A=5` kept the last one silently."""
+    with pytest.raises(SpecError, match="--durations names vertex 'A' twice; give each vertex one duration"):
+        parse_durations("A=1, B=2, A=5")
+    assert main(["simulate", JOBS + "flip119.json", "--durations", "A=1,A=5"]) == 2
+    assert "vertex 'A' twice" in capsys.readouterr().err

@@ -319,7 +319,7 @@ def test_sink_of_another_job_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(SinkConflictError) as raised:
         committer.check_target()
     message = str(raised.value)
-    assert str(sink) in message and "'other_job'" in message and "choose another output path" in message
+    assert str(sink) in message and "'other_job'" in message and "choose another sink path" in message
     with pytest.raises(SinkConflictError):
         committer.claim()
     assert sink_listing(sink) == ["_regionflow_sink.json", "part-00000.parquet"]
@@ -327,11 +327,32 @@ def test_sink_of_another_job_is_refused_before_anything_is_written(tmp_path):
 
 
 def test_non_empty_unmarked_path_conflicts(tmp_path):
-    sink = tmp_path / "out"
-    sink.mkdir()
+    sink = tmp_path / "data" / "sinks" / "out"
+    sink.mkdir(parents=True)
     (sink / "data.csv").write_text("a,b")
     with pytest.raises(SinkConflictError, match=r"not empty and has no _regionflow_sink.json.*delete"):
-        SinkCommitter(str(sink), "job", "r1").check_target()
+        SinkCommitter(str(sink), "job", "r1", data_dir=str(tmp_path / "data")).check_target()
+
+
+@pytest.mark.parametrize("outside", [True, False])
+def test_a_conflict_outside_the_data_dir_never_suggests_deleting_the_path(tmp_path, outside):
+    """Issue 43 item 6e (v): a sink on /etc or a user's data must not be answered with 'delete /etc'."""
+    data_dir = tmp_path / "data"
+    sink = (tmp_path / "etc") if outside else (data_dir / "sinks" / "out")
+    sink.mkdir(parents=True)
+    (sink / "passwd").write_text("root:x:0:0")
+    other = tmp_path / "marked"
+    SinkCommitter(str(other), "someone_else", "r0").claim()
+    (other / "part-00000.parquet").write_bytes(b"theirs")
+    for path in (sink, other):
+        with pytest.raises(SinkConflictError) as info:
+            SinkCommitter(str(path), "job", "r1", vertex="totals", data_dir=str(data_dir)).check_target()
+        message = str(info.value)
+        if path == sink and not outside:
+            assert message.endswith(f"choose another sink path or delete {sink} (inside regionflow's data dir)")
+        else:
+            assert "delete" not in message and message.endswith("choose another sink path for vertex 'totals'")
+    assert (sink / "passwd").exists()
 
 
 def test_a_file_as_sink_path_conflicts(tmp_path):

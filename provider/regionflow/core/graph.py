@@ -12,10 +12,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, cast
+from typing import Any
 
-from .errors import JobGraphError, RegionflowError, SpecError
-from .registry import JobRegistry, collecting
+from .errors import JobGraphError, SpecError
 from .resources import UNKNOWN, ResourceProfile
 
 
@@ -188,7 +187,7 @@ class JobGraph:
         slot_sharing_group: str | None = None,
         fn: Callable[..., Any] | str | None = None,
         sink: Sink | str | None = None,
-        reads: Iterable[str] = (),
+        reads: Iterable[str] | None = (),
         external_writes: bool = False,
         target_bytes_per_subtask: int | None = None,
     ) -> Vertex:
@@ -196,7 +195,7 @@ class JobGraph:
             raise JobGraphError(f"vertex name {name!r} is a {type(name).__name__}; give a non-empty string")
         if isinstance(sink, str):
             sink = sink_of(name, sink)
-        reads = (reads,) if isinstance(reads, str) else tuple(reads)
+        reads = reads_of(name, reads)
         current: Any = parallelism
         span: Any = None
         if isinstance(parallelism, (tuple, list)):  # adaptive: [min, max], checked by the vertex model
@@ -319,6 +318,20 @@ class JobGraph:
         return graph_from_spec(spec, name)
 
 
+def reads_of(vertex: str, reads: Any) -> tuple[str, ...]:
+    """A vertex's ``reads`` as a tuple: None is no reads, a string one path; the paths themselves are
+    checked by the vertex model."""
+    if reads is None:
+        return ()
+    if isinstance(reads, str):
+        return (reads,)
+    try:
+        return tuple(reads)
+    except TypeError:
+        raise JobGraphError(f"vertex {vertex!r}: reads={reads!r} is not a path or a list of paths; give e.g. "
+                            f"reads=['/data/orders'], or leave reads out") from None
+
+
 def _key_columns(keys: Any, where: str) -> tuple[str, ...]:
     if isinstance(keys, str):
         return (keys,)
@@ -409,49 +422,11 @@ def load_job(reference: str) -> JobGraph:
 
 
 def load_dag_file_job(path: str, name: str | None = None) -> JobGraph:
-    """Import a DAG file (under a module name derived from its path) and return the job its
-    regionflow.transform() call registered: the one named `name`, or the only one.
+    """Import a DAG file and return the job its regionflow.transform() call registered: the one named
+    `name`, or the only one (`regionflow.core.loading.dag_file_job`)."""
+    from .loading import dag_file_job
 
-    Each file is imported once per process, inside ``collecting(registry)`` with a registry of its own,
-    which stays on the module (``__regionflow_jobs__``); nothing is kept anywhere else."""
-    import hashlib
-    import importlib.util
-    import sys
-
-    if not os.path.exists(path):
-        raise SpecError(f"DAG file {path!r} does not exist")
-    absolute = os.path.abspath(path)
-    module_name = "regionflow_dagfile_" + hashlib.sha1(absolute.encode()).hexdigest()[:12]
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, absolute)
-        if spec is None or spec.loader is None:
-            # no loader for the file's suffix: the AttributeError that module_from_spec(None) raised
-            raise AttributeError(f"no module loader for DAG file {path!r}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        collected = JobRegistry()
-        try:
-            with collecting(collected):
-                spec.loader.exec_module(module)
-        except RegionflowError:
-            del sys.modules[module_name]
-            raise
-        except Exception as error:
-            del sys.modules[module_name]
-            raise SpecError(f"importing DAG file {path!r} failed: {type(error).__name__}: {error}") from error
-        cast(Any, module).__regionflow_jobs__ = collected  # our own attribute on the module
-    registry: JobRegistry = sys.modules[module_name].__regionflow_jobs__
-    found = registry.names()
-    if name is None:
-        if len(found) != 1:
-            raise SpecError(f"DAG file {path!r} defines {len(found)} regionflow jobs ({', '.join(found) or 'none'}); "
-                            "name one with --dag-id")
-        name = found[0]
-    graph = registry.get(name)
-    if graph is None:
-        raise SpecError(f"DAG file {path!r} has no regionflow job {name!r}; it has: {', '.join(found) or 'none'} "
-                        "(did the file call regionflow.transform(dag)?)")
-    return graph
+    return dag_file_job(path, name)
 
 
 def _load_spec_file(path: str) -> JobGraph:
@@ -477,9 +452,6 @@ def _import_reference(reference: str, what: str) -> Any:
 
 
 def _load_attribute(reference: str) -> JobGraph:
-    value = _import_reference(reference, f"job {reference!r}")
-    if callable(value) and not isinstance(value, JobGraph):
-        value = value()
-    if not isinstance(value, JobGraph):
-        raise SpecError(f"{reference!r} is a {type(value).__name__}, not a JobGraph")
-    return value.validate()
+    from .loading import attribute_job
+
+    return attribute_job(reference)

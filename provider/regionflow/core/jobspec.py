@@ -25,7 +25,7 @@ from .graph import (
     is_reference,
     sink_of,
 )
-from .resources import ResourceProfile
+from .resources import ResourceProfile, whole_mib_problem
 from .schema import Field, Model
 
 
@@ -77,21 +77,33 @@ SINK = Model("sink", "where a sink vertex's output goes, written through regionf
     Field("format", "string", "the output format", choices=SINK_FORMATS),
 ))
 
+
+def _memory(name: str, doc: str) -> Field:
+    return Field(name, "number", f"{doc}, whole MiB >= 0", minimum=0, check=whole_mib_problem)
+
+
+RESOURCES = Model("resources", "per-subtask resources: cpu, heap_mib, off_heap_mib, managed_mib and extended ones "
+                  "such as gpu, each a finite number >= 0, memory sizes in whole MiB", (
+    Field("cpu", "number", "cpu cores, >= 0", minimum=0),
+    _memory("heap_mib", "task heap"),
+    _memory("off_heap_mib", "task off-heap memory"),
+    _memory("managed_mib", "managed memory"),
+), extra=Field("extended", "number", "an extended resource such as gpu, >= 0", minimum=0))
+
 VERTEX = Model("vertex", "one step of the job, run as `parallelism` subtasks", (
     Field("id", "string", "the vertex's unique name", required=True, non_empty=True, check=_vertex_name),
     Field("parallelism", ("integer", "array"), f"its number of subtasks, 1 to {MAX_PARALLELISM}; or [min, max]: "
           "adaptive, decided from the cluster's slots", required=True, minimum=1, maximum=MAX_PARALLELISM,
           items="integer", check=_parallelism_range),
-    Field("resources", "object", "per-subtask resources: cpu, heap_mib, off_heap_mib, managed_mib and extended "
-          "ones such as gpu, each a finite number >= 0", values="number", minimum=0),
+    Field("resources", RESOURCES, RESOURCES.doc),
     Field("slot_sharing_group", "string", "vertices of one group may share a slot", non_empty=True),
     Field("fn", "string", "the vertex function, 'package.module:function' (in Python also a callable)",
           non_empty=True, check=_reference),
     Field("sink", ("string", SINK), "the sink's output directory, or {path, format}", non_empty=True),
     Field("external_writes", "boolean", "the function itself writes outside regionflow's committer (a database, "
           "an API): its region is never speculated, as a second attempt would write again"),
-    Field("reads", ("string", "array"), "input paths the function reads, checked before any Spark work",
-          items="string", non_empty=True),
+    Field("reads", ("string", "array", "null"), "input paths the function reads, checked before any Spark work "
+          "(null: none)", items="string", non_empty=True),
     Field("target_bytes_per_subtask", "integer", "adaptive vertices only: when its unit starts, the parallelism is "
           "at most ceil(bytes the unit reads from blocking partitions / this), never below min", minimum=1),
 ), rules=(_bytes_target_needs_range,))
@@ -168,7 +180,7 @@ def _sink(entry: Mapping[str, Any]) -> Sink | None:
 
 
 def _reads(entry: Mapping[str, Any]) -> list[str]:
-    reads = entry.get("reads", [])
+    reads = entry.get("reads") or []
     return [reads] if isinstance(reads, str) else list(reads)
 
 
@@ -234,4 +246,4 @@ def load_spec_file(path: str) -> JobGraph:
         raise SpecError(f"{path}: {error}") from None
 
 
-__all__ = ["EDGE", "JOB", "SINK", "VERTEX", "graph_from_spec", "graph_to_spec", "load_spec_file"]
+__all__ = ["EDGE", "JOB", "RESOURCES", "SINK", "VERTEX", "graph_from_spec", "graph_to_spec", "load_spec_file"]

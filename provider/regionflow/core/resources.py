@@ -5,17 +5,25 @@ memory (MiB) plus extended resources such as ``gpu``. FLIP-53's `ResourceSpec` a
 `ResourceProfile` collapse into this one type: a vertex declares one, a slot request sums those of
 its slot sharing group, a host's slot offers one. `UNKNOWN` is the profile of a vertex that
 declares nothing; a request for it fits any slot.
+
+Memory sizes are whole MiB (Spark's ``spark.executor.memory=1000.5m`` is refused by the JVM): `of` and
+`from_dict` refuse a fractional one, naming the field and the whole number to write. An extended
+resource name one or two edits away from a known one (``cpus``, ``heap_mb``) is most likely a typo:
+`suspicious_resources` says which names are, and the name they are close to.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ResourceError
 
 _SCALAR_FIELDS = ("cpu", "heap_mib", "off_heap_mib", "managed_mib")
+COMMON_EXTENDED = ("gpu", "fpga")  # Spark's usual resource names: known even where no host declares them
+KNOWN_RESOURCES = _SCALAR_FIELDS + COMMON_EXTENDED
+MAX_TYPO_EDITS = 2
 
 
 @dataclass(frozen=True)
@@ -52,8 +60,10 @@ class ResourceProfile:
         managed_mib: int = 0,
         **extended: float,
     ) -> ResourceProfile:
-        """Build a specified profile; keyword arguments beyond the four scalars are extended resources."""
-        return cls(cpu, heap_mib, off_heap_mib, managed_mib, _normalise_extended(extended))
+        """Build a specified profile; keyword arguments beyond the four scalars are extended resources.
+        A memory size must be a whole number of MiB (1024.0 is taken as 1024)."""
+        return cls(cpu, _whole_mib("heap_mib", heap_mib), _whole_mib("off_heap_mib", off_heap_mib),
+                   _whole_mib("managed_mib", managed_mib), _normalise_extended(extended))
 
     @property
     def extended_map(self) -> dict[str, float]:
@@ -180,6 +190,55 @@ class ResourceProfile:
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def whole_mib_problem(value: Any) -> str | None:
+    """Why `value` is not a whole number of MiB (the fix included), or None; a non-number, NaN or a
+    negative value is left to the other checks."""
+    if isinstance(value, float) and math.isfinite(value) and value >= 0 and not value.is_integer():
+        return f"memory sizes are whole MiB: write {math.ceil(value)}"
+    return None
+
+
+def _whole_mib(name: str, value: Any) -> Any:
+    problem = whole_mib_problem(value)
+    if problem:
+        raise ResourceError(f"resources.{name} is {value}; {problem}")
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def suspicious_resources(names: Iterable[str], declared: Iterable[str] = ()) -> dict[str, str]:
+    """The extended resource names among `names` that look like typos, each with the known name it is
+    closest to: not itself known (cpu, heap_mib, off_heap_mib, managed_mib, gpu, fpga, or one of
+    `declared`, e.g. the names some host offers) and at most two edits (Levenshtein, ignoring case) from
+    a known name. ``cpus`` -> ``cpu``, ``heap_mb`` -> ``heap_mib``; ``gpu`` is known, never flagged."""
+    known = list(dict.fromkeys([*KNOWN_RESOURCES, *sorted(declared)]))
+    found: dict[str, str] = {}
+    for name in names:
+        if name in known:
+            continue
+        distances = {k: edit_distance(name.lower(), k.lower()) for k in known}
+        closest = min(known, key=distances.__getitem__)  # ties: the first known name (cpu before gpu)
+        if distances[closest] <= MAX_TYPO_EDITS:
+            found[name] = closest
+    return found
+
+
+def describe_suspicious(suspects: Mapping[str, str]) -> str:
+    """``resource 'cpus' is not a known name (did you mean 'cpu'?)``, one clause per name; "" for none."""
+    return "; ".join(f"resource {name!r} is not a known name (did you mean {closest!r}?)"
+                     for name, closest in suspects.items())
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions that turn `a` into `b`."""
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other)))
+        previous = current
+    return previous[-1]
 
 
 def _normalise_extended(values: Mapping[str, float]) -> tuple[tuple[str, float], ...]:

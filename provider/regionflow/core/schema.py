@@ -49,7 +49,8 @@ class Field:
 
 @dataclass(frozen=True)
 class Model:
-    """A JSON object with declared keys (unknown keys are refused)."""
+    """A JSON object with declared keys; other keys are refused, or, with `extra`, each checked as that
+    field (e.g. a vertex's resources: declared cpu and memory sizes, and extended ones such as gpu)."""
 
     name: str
     doc: str
@@ -57,6 +58,7 @@ class Model:
     # rules over several keys, each returning an error text (what is wrong and the fix) or None; checked
     # once every key passed its own rules
     rules: tuple[Callable[[Mapping[str, Any]], str | None], ...] = field(default=(), compare=False)
+    extra: Field | None = None  # how an undeclared key's value is checked; None: such a key is refused
 
     def field(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
@@ -66,8 +68,11 @@ class Model:
         where = path or self.name
         if not isinstance(value, Mapping):
             raise SpecError(f"{where} must be an object ({self.doc}), got {_show(value)}")
+        names = {f.name for f in self.fields}
         for key in value:
-            if not isinstance(key, str) or key not in {f.name for f in self.fields}:
+            if isinstance(key, str) and key not in names and self.extra is not None:
+                _check_value(self.extra, value[key], f"{path}.{key}" if path else key)
+            elif not isinstance(key, str) or key not in names:
                 raise SpecError(f"{where} has unknown key {key!r}{did_you_mean(key, [f.name for f in self.fields])}; "
                                 f"allowed: {', '.join(f.name for f in self.fields)}")
         for declared in self.fields:
@@ -90,7 +95,7 @@ class Model:
             "description": self.doc,
             "properties": {f.name: _field_schema(f) for f in self.fields},
             "required": [f.name for f in self.fields if f.required],
-            "additionalProperties": False,
+            "additionalProperties": False if self.extra is None else _field_schema(self.extra),
         }
 
 

@@ -372,7 +372,7 @@ class PreparedUnit:
             vertex = plan.graph.vertices[name]
             if vertex.sink:
                 committer = SinkCommitter(resolve_sink_path(vertex, self.config.data_dir), plan.graph.name,
-                                          self.partitions.run_id, vertex=name)
+                                          self.partitions.run_id, vertex=name, data_dir=self.config.data_dir)
                 committer.check_target()
                 committer.claim()
 

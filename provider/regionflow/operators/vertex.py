@@ -19,7 +19,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from ..core.errors import JobGraphError, ResourceError
-from ..core.graph import Distribution, Exchange, Sink, sink_of
+from ..core.graph import Distribution, Exchange, Sink, reads_of, sink_of
 from ..core.resources import UNKNOWN, ResourceProfile
 from ..scheduling.speculation_policy import parse_switch
 
@@ -103,7 +103,8 @@ class SparkVertexOperator(BaseOperator):
 
     def __init__(self, *, parallelism: int | tuple[int, int], fn: Callable[..., Any] | str,
                  resources: ResourceProfile | dict | None = None, slot_sharing_group: str | None = None,
-                 sink: Sink | str | None = None, reads: Iterable[str] = (), speculation: bool | str | None = None,
+                 sink: Sink | str | None = None, reads: Iterable[str] | None = (),
+                 speculation: bool | str | None = None,
                  external_writes: bool = False, target_bytes_per_subtask: int | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -115,7 +116,7 @@ class SparkVertexOperator(BaseOperator):
         self.vertex_resources = _profile(resources, self.task_id)  # BaseOperator owns `resources` (its own format)
         self.slot_sharing_group = slot_sharing_group
         self.sink = sink_of(self.task_id, sink) if isinstance(sink, str) else sink
-        self.reads = (reads,) if isinstance(reads, str) else tuple(reads)
+        self.reads = reads_of(self.task_id, reads)  # None: no reads, like leaving it out
         self.external_writes = external_writes  # checked by the vertex model when the graph is built
         self.target_bytes_per_subtask = target_bytes_per_subtask  # likewise
         self.regionflow_inputs: list[DeclaredEdge] = []

@@ -6,6 +6,8 @@ DAG is parsed, before ``regionflow run`` starts) and more precisely: the vertice
 group asks too much, the resource (cpu, heap_mib, off_heap_mib, managed_mib, gpu or another extended
 resource), what they ask per slot and the most any host's slot offers of it. Every resource counts:
 a GPU request on a cluster without GPUs fails here, as does more memory than any host's slot has.
+An extended resource no host declares whose name is close to a known one (``cpus``, ``heap_mb``) gets a
+"did you mean" (`core.resources.suspicious_resources`) in both messages.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from ..core.plan import DEFAULT_SLOT_SHARING_GROUP, Plan
-from ..core.resources import ResourceProfile
+from ..core.resources import ResourceProfile, describe_suspicious, suspicious_resources
 from .capacity import Demand, SlotTable
 from .hosts import Host, describe_slot_counts
 
@@ -62,9 +64,17 @@ def misfits(plan: Plan, hosts: Sequence[Host]) -> list[str]:
                 who = f"vertex '{names[0]}'" if len(names) == 1 else "vertices " + ", ".join(
                     f"'{n}'" for n in names) + f" (slot sharing group '{request.slot_sharing_group}')"
                 messages[key] = (f"{who} asks {request.profile.describe()} per slot, which no host offers: {verdict}; "
-                                 f"lower the vertex's resources or add a host whose slots offer them "
-                                 f"(hosts: {_offers(hosts)})")
+                                 f"{misspelt(request.profile, hosts)}lower the vertex's resources or add a host whose "
+                                 f"slots offer them (hosts: {_offers(hosts)})")
     return list(messages.values())
+
+
+def misspelt(profile: ResourceProfile, hosts: Iterable[Host]) -> str:
+    """``resource 'cpus' is not a known name (did you mean 'cpu'?); `` for each extended resource of
+    `profile` that looks like a typo of a known name or of one some host of `hosts` declares; "" if none."""
+    declared = {name for host in hosts for name, _ in host.profile.extended}
+    text = describe_suspicious(suspicious_resources((name for name, _ in profile.extended), declared))
+    return f"{text}; " if text else ""
 
 
 class UnfulfillableExplainer:
@@ -88,9 +98,10 @@ class UnfulfillableExplainer:
         for profile, count in self.demand.items:
             fitting = [(host.name, host.slots) for _, host in live if profile.fits_in(host.slot_profile)]
             if not fitting:
+                hosts = [host for _, host in live]
                 return (f"{head} but no host offers a slot that fits {profile.describe()}: "
-                        f"{shortfall(profile, [host for _, host in live])} (slots offered: {self._offers_text(live)}); "
-                        f"lower the request or add a host that offers it")
+                        f"{shortfall(profile, hosts)} (slots offered: {self._offers_text(live)}); "
+                        f"{misspelt(profile, hosts)}lower the request or add a host that offers it")
             usable = [(name, slots) for name, slots in fitting if name not in self.blocked]
             if not usable:
                 return (f"{head} but every host whose slots fit {profile.describe()} is blocklisted for job "

@@ -38,7 +38,7 @@ DEFAULT_DURATION = 1.0
 
 
 def parse_durations(spec: str | None) -> dict[str, float]:
-    """``"A=2,B=0.5"`` -> {"A": 2.0, "B": 0.5}; every other vertex takes 1.0."""
+    """``"A=2,B=0.5"`` -> {"A": 2.0, "B": 0.5}; every other vertex takes 1.0. A vertex named twice is refused."""
     durations: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in (spec or "").split(","))):
         name, sep, value = item.partition("=")
@@ -51,6 +51,8 @@ def parse_durations(spec: str | None) -> dict[str, float]:
         if not math.isfinite(seconds) or seconds < 0:
             raise SpecError(f"--durations: {name.strip()!r} has duration {value.strip()!r}; use a finite number of "
                             f"seconds >= 0")
+        if name.strip() in durations:
+            raise SpecError(f"--durations names vertex {name.strip()!r} twice; give each vertex one duration")
         durations[name.strip()] = seconds
     return durations
 

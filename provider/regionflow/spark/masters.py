@@ -89,16 +89,28 @@ def master_problem(text: object) -> str | None:
     if not isinstance(text, str) or not text.strip():
         return f"empty; use {FORMS}"
     url = text.strip()
-    if _LOCAL_RE.match(url) or url == "yarn" or _K8S_RE.match(url):
+    if _LOCAL_RE.match(url) or url == "yarn":
         return None
     if url.startswith("spark://"):
-        parts = url[len("spark://"):].split(",")
-        if all(_ENDPOINT_RE.match(part.strip()) for part in parts):
-            return None
-        return "not a standalone master URL; write spark://host:port (or spark://h1:p1,h2:p2 for standby masters)"
+        matches = [_ENDPOINT_RE.match(part.strip()) for part in url[len("spark://"):].split(",")]
+        if not all(matches):
+            return "not a standalone master URL; write spark://host:port (or spark://h1:p1,h2:p2 for standby masters)"
+        return _port_problem([(m.group(1), m.group(2)) for m in matches if m])
+    k8s = _K8S_RE.match(url)
+    if k8s:
+        return _port_problem([(k8s.group(2), k8s.group(3))] if k8s.group(3) else [])
     if url.startswith("k8s://"):
         return "not a Kubernetes master URL; write k8s://https://host:port"
     return f"not a Spark master regionflow runs; use {FORMS}"
+
+
+def _port_problem(endpoints: list[tuple[str, str]]) -> str | None:
+    """The first endpoint whose port is not a TCP port (1 to 65535), or None."""
+    for host, port in endpoints:
+        if not 1 <= int(port) <= 65535:
+            return (f"not a usable master URL: its port {port} (host {host}) is outside 1-65535; give a port "
+                    f"from 1 to 65535")
+    return None
 
 
 def _endpoint(part: str) -> tuple[str, int]:

@@ -173,7 +173,7 @@ class LocalRunner:
             vertex.resolve_fn()
             _check_reads(vertex)
         committers = [SinkCommitter(resolve_sink_path(v, self.options.data_dir), self.plan.graph.name, self.run_id,
-                                    vertex=v.name)
+                                    vertex=v.name, data_dir=self.options.data_dir)
                       for v in self.plan.graph.vertices.values() if v.sink]
         for committer in committers:
             committer.check_target()

@@ -7,6 +7,7 @@ file at most once, so a speculative copy or a retry never writes a sink twice. N
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -26,17 +27,20 @@ class SinkCommitter:
     job (the daily DAG writing to a fixed path) replaces the previous run's files when it claims the
     path, like Spark's overwrite mode; another job's path, or a non-empty path regionflow did not
     write, is refused before any Spark work. Spark readers skip names starting with '_' or '.', so the
-    marker and the hidden temp files never show up as data.
+    marker and the hidden temp files never show up as data. A refusal suggests deleting the path only
+    when it lies inside regionflow's `data_dir` (a relative sink path); for any other path it suggests
+    choosing another sink path, never deleting a directory regionflow does not own.
     """
 
     def __init__(self, path: str, job_id: str, run_id: str, fs: FileSystem | None = None, *,
-                 vertex: str | None = None, spark: Any = None) -> None:
+                 vertex: str | None = None, spark: Any = None, data_dir: str | None = None) -> None:
         if not path:
             raise StoreError(f"job {job_id!r} has a sink with an empty output path; give the sink a path")
         self.path = path.rstrip("/") or path
         self.job_id = job_id
         self.run_id = run_id
         self.vertex = vertex
+        self.data_dir = data_dir
         self.fs: FileSystem = fs if fs is not None else filesystem_for(path, spark)
         self.marker_path = join(self.path, SINK_MARKER)
 
@@ -46,19 +50,19 @@ class SinkCommitter:
         """Raise SinkConflictError unless the path is absent, empty, or already this job's."""
         if self.fs.exists(self.path) and not self.fs.is_dir(self.path):
             raise SinkConflictError(f"sink path {self.path} of job {self.job_id!r} is a file, not a directory; "
-                                    f"choose another output path or delete {self.path}")
+                                    f"{self._remedy()}")
         if not self.fs.list_dir(self.path):
             return
         marker = self._marker()
         if marker is None:
             raise SinkConflictError(
                 f"sink path {self.path} is not empty and has no {SINK_MARKER}: its files were not written by "
-                f"regionflow job {self.job_id!r}; choose another output path or delete {self.path}"
+                f"regionflow job {self.job_id!r}; {self._remedy()}"
             )
         if marker.get("job") != self.job_id:
             raise SinkConflictError(
                 f"sink path {self.path} holds the output of job {marker.get('job')!r} (run {marker.get('run')}), "
-                f"not of job {self.job_id!r}; choose another output path or delete {self.path}"
+                f"not of job {self.job_id!r}; {self._remedy()}"
             )
         if self.vertex and marker.get("vertex") and marker["vertex"] != self.vertex:
             raise SinkConflictError(
@@ -91,7 +95,14 @@ class SinkCommitter:
             return read_json(self.fs, self.marker_path)
         except ValueError as error:
             raise SinkConflictError(f"sink marker {self.marker_path} is not valid JSON ({error}); "
-                                    f"delete {self.path} or choose another output path") from error
+                                    f"{self._remedy()}") from error
+
+    def _remedy(self) -> str:
+        """The fix of a conflict: another sink path; or deleting this one too, when it is inside the data
+        dir (regionflow's own), never a path elsewhere (/etc, a user's data)."""
+        if self.data_dir and _inside(self.path, self.data_dir):
+            return f"choose another sink path or delete {self.path} (inside regionflow's data dir)"
+        return f"choose another sink path for vertex {self.vertex!r}" if self.vertex else "choose another sink path"
 
     # ---- staging and publication ------------------------------------------------------------------------
 
@@ -143,6 +154,14 @@ class SinkCommitter:
 
     def __repr__(self) -> str:
         return f"SinkCommitter({self.path!r}, job={self.job_id!r}, run={self.run_id!r})"
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether `path` lies strictly inside `directory` (both local paths, or URIs of one scheme)."""
+    if "://" not in path and "://" not in directory:
+        path, directory = os.path.abspath(path), os.path.abspath(directory)
+    root = directory.rstrip("/")
+    return bool(root) and path.rstrip("/") != root and path.startswith(root + "/")
 
 
 __all__ = ["SinkCommitter", "SinkConflictError"]
