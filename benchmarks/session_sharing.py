@@ -45,9 +45,9 @@ def measure(conf: dict[str, str], repeats: int) -> dict:
     server.start()
     figures: dict = {"server_start_s": round(time.monotonic() - began, 1)}
     try:
-        runs = [share_cores(server.url) for _ in range(repeats)]
-        cancels = [free_cores_after_cancel(server.url) for _ in range(repeats)]
-        jvm_cancels = [free_cores_after_cancel(server.url, python=False) for _ in range(repeats)]
+        runs = [share_cores(server.url, token=server.token) for _ in range(repeats)]
+        cancels = [free_cores_after_cancel(server.url, token=server.token) for _ in range(repeats)]
+        jvm_cancels = [free_cores_after_cancel(server.url, python=False, token=server.token) for _ in range(repeats)]
     finally:
         server.stop()
     figures.update({

@@ -37,11 +37,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def warm_session(url: str) -> float:
-    from pyspark.sql import SparkSession
+def warm_session(server: ConnectServer) -> float:
+    from regionflow.spark.auth import remote_session
 
     began = time.monotonic()
-    spark = SparkSession.builder.remote(url).create()
+    spark = remote_session(server.url, server.token)
     spark.addTag("bench")
     assert spark.range(1000).count() == 1000
     took = time.monotonic() - began
@@ -73,7 +73,7 @@ def main() -> None:
             server.start()
             cold.append(time.monotonic() - began)
             try:
-                warm.extend(warm_session(server.url) for _ in range(args.sessions))
+                warm.extend(warm_session(server) for _ in range(args.sessions))
             finally:
                 server.stop()
             submit.append(spark_submit_once(folder, args.slots))

@@ -2,9 +2,11 @@
 by tag, killed, and refused when it cannot start. One server for the module (a JVM start costs ~5-20 s)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
+import stat
 import threading
 import time
 
@@ -15,6 +17,7 @@ from regionflow.bench.core_sharing import free_cores_after_cancel, share_cores
 from regionflow.cli import main as cli
 from regionflow.scheduling.hosts import Cluster, Host
 from regionflow.spark.attempt import HostLost
+from regionflow.spark.auth import remote_session
 from regionflow.spark.backends import SessionBackend
 from regionflow.spark.connect import CONNECT_CLIENT_VARIABLES, ConnectServer, SessionServerError, SessionServers
 from regionflow.spark.idle import IdleServerReaper
@@ -50,9 +53,7 @@ def server(tmp_path_factory):
 
 
 def session(server):
-    from pyspark.sql import SparkSession
-
-    return SparkSession.builder.remote(server.url).create()
+    return remote_session(server.url, server.token)
 
 
 def test_a_client_session_runs_jobs_on_the_servers_local_master(server):
@@ -110,7 +111,8 @@ def test_two_attempts_granted_a_core_each_get_a_core_each_on_a_shared_server(ser
     # a fills both cores with 6 one-second tasks; b comes 0.5 s later. With Spark's default FIFO pool b
     # waits until a has no task left to start (~2.5 s, measured ~3.4-4.4 s in
     # benchmarks/session_sharing.py); with regionflow's FAIR default pool b gets the first core a frees.
-    sharing = share_cores(server.url, cores=2, task_seconds=1.0, a_tasks=6, b_tasks=3, b_delay=0.5)
+    sharing = share_cores(server.url, cores=2, task_seconds=1.0, a_tasks=6, b_tasks=3, b_delay=0.5,
+                          token=server.token)
     print(f"\nb waited {sharing.b_wait_s:.2f} s; at once while both ran: a {sharing.a_most_at_once}, "
           f"b {sharing.b_most_at_once}")
     # FIFO cannot give b a core before a's last tasks start at 2 s, i.e. 2.5 s after b came; FAIR can at
@@ -121,9 +123,59 @@ def test_two_attempts_granted_a_core_each_get_a_core_each_on_a_shared_server(ser
 
 @pytest.mark.parametrize("python", [True, False], ids=["python-tasks", "jvm-tasks"])
 def test_cancelling_an_attempt_frees_its_cores_within_2_s(server, python):
-    seconds = free_cores_after_cancel(server.url, cores=2, hold_seconds=3.0, python=python)
+    seconds = free_cores_after_cancel(server.url, cores=2, hold_seconds=3.0, python=python, token=server.token)
     print(f"\nboth cores running the next job {seconds:.2f} s after the interrupt")
     assert seconds < 2.0
+
+
+def test_a_session_without_the_servers_token_is_refused_and_one_with_it_runs(server):
+    """Any local user can reach the port: only a client presenting the server's token may run code there."""
+    from pyspark.sql import SparkSession
+
+    refused = {"without a token (pyspark's own client)": (lambda: SparkSession.builder.remote(server.url).create(),
+                                                          "No authentication token provided"),
+               "without a token": (lambda: remote_session(server.url), "No authentication token provided"),
+               "with another token": (lambda: remote_session(server.url, "x" * 43), "Invalid authentication token")}
+    for how, (connect, cause) in refused.items():
+        stranger = connect()
+        try:
+            with pytest.raises(Exception, match=cause) as raised:
+                stranger.range(3).count()
+            assert "UNAUTHENTICATED" in str(raised.value), how
+            assert server.token not in str(raised.value), how
+        finally:
+            with contextlib.suppress(Exception):
+                stranger.stop()
+    spark = session(server)
+    try:
+        assert spark.range(3).count() == 3
+    finally:
+        spark.stop()
+
+
+def test_the_token_is_in_a_0600_file_and_the_servers_environment_and_never_on_a_command_line(server):
+    token = server.token
+    assert token is not None and len(token) >= 43  # 256 random bits
+    assert stat.S_IMODE(os.stat(server.token_path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(server.state_dir).st_mode) == 0o700
+    leader = server.status().pid
+    group = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _group_of(int(pid)) == leader]
+    assert leader in group and len(group) >= 1
+    for pid in group:  # spark-submit's launcher, the JVM, Python workers: nothing shows the token
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            assert token.encode() not in cmdline.read(), pid
+    with open(f"/proc/{leader}/environ", "rb") as environ:  # what the server reads it from
+        assert f"SPARK_CONNECT_AUTHENTICATE_TOKEN={token}".encode() in environ.read().split(b"\0")
+    for path in (server.state_path, server.log_path):
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            assert token not in handle.read(), path
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
 
 
 def test_a_second_start_finds_the_running_server(server):
@@ -166,7 +218,7 @@ def test_a_server_stopped_for_being_idle_is_started_again_by_the_next_attempt(se
     reaper = IdleServerReaper(servers, 30.0, clock=lambda: now[0], background=False)
     assert reaper.tick({"h1"}) == []
     now[0] = 31.0
-    old_pid = server.status().pid
+    old_pid, old_token = server.status().pid, server.token
     assert reaper.tick(set()) == ["h1"]
     assert not server.reachable() and server.stopped_idle and not server.status().up
     lines: list[str] = []
@@ -177,6 +229,7 @@ def test_a_server_stopped_for_being_idle_is_started_again_by_the_next_attempt(se
     print(f"\nidle-stopped server started again in {time.monotonic() - began:.1f} s")
     assert execution.url == server.url and "stopped for being idle; starting it again" in lines[0]
     assert server.status().up and server.status().pid != old_pid and not server.stopped_idle
+    assert server.token is not None and server.token != old_token  # a new token per start
     spark = session(server)
     try:
         assert spark.range(3).count() == 3
@@ -275,9 +328,9 @@ def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(orders_
 
 ORPHAN_CLIENT = """
 import sys
-from pyspark.sql import SparkSession
+from regionflow.spark.auth import read_secret, remote_session
 from regionflow.spark.orphans import attempt_session_url
-spark = SparkSession.builder.remote(attempt_session_url(sys.argv[1], sys.argv[2])).create()
+spark = remote_session(attempt_session_url(sys.argv[1], sys.argv[2]), read_secret(sys.argv[3]))
 print("running", flush=True)
 spark.range(0, 10 ** 13, 1, 2).selectExpr("max(id % 7)").collect()  # hours: it only ends by interruption
 """
@@ -294,7 +347,7 @@ def test_the_spark_work_of_a_killed_session_attempt_is_interrupted_by_its_attemp
     from regionflow.spark.orphans import SessionOrphans, attempt_session_id
 
     attempt_id = "try1-orphan"
-    child = subprocess.Popen([sys.executable, "-c", ORPHAN_CLIENT, server.url, attempt_id],
+    child = subprocess.Popen([sys.executable, "-c", ORPHAN_CLIENT, server.url, attempt_id, server.token_path],
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "running"
@@ -303,7 +356,7 @@ def test_the_spark_work_of_a_killed_session_attempt_is_interrupted_by_its_attemp
     finally:
         child.kill()
         child.wait(10)
-    servers = SessionServers(Cluster((server.host,)), str(tmp_path), base_port=server.port)
+    servers = SessionServers(Cluster((server.host,)), server.state_dir, base_port=server.port)
     stopper = SessionOrphans(servers)
     assert stopper.stop(attempt_id, server.host.name) == \
         f"1 Spark Connect operation(s) of its session interrupted on host {server.host.name}"
@@ -341,7 +394,7 @@ def test_an_attempt_on_a_server_that_hangs_is_killed_as_host_lost_and_nothing_of
                     unit_key="u0", unit_name="v[0]", regions=[0], attempt_id=attempt_id, host=server.host.name)
     session_id = attempt_session_id(attempt_id)
     lines: list[str] = []
-    submission = session_backend.SessionSubmission(task, server.url, 2, on_line=lines.append)
+    submission = session_backend.SessionSubmission(task, server.url, 2, on_line=lines.append, token=server.token)
     ended: dict[str, object] = {}
     runner = threading.Thread(target=lambda: ended.setdefault("result", submission.run()), daemon=True)
     group = os.getpgid(server.status().pid)
@@ -365,7 +418,7 @@ def test_an_attempt_on_a_server_that_hangs_is_killed_as_host_lost_and_nothing_of
     assert watcher.lost is not None and watcher.lost.startswith(
         f"host lost: its Spark Connect server at {server.url} did not answer for 3 s"), watcher.lost
     # the server runs again: what is left of the attempt's session ends, and its cores are free
-    servers = SessionServers(Cluster((server.host,)), str(tmp_path), base_port=server.port)
+    servers = SessionServers(Cluster((server.host,)), server.state_dir, base_port=server.port)
     left = SessionOrphans(servers).stop(attempt_id, server.host.name)
     assert left in ("its Spark Connect session had already ended",
                     f"1 Spark Connect operation(s) of its session interrupted on host {server.host.name}",

@@ -76,12 +76,12 @@ def _run(spark: Any, tag: str, tasks: int, task_seconds: float, out: list[TaskSp
 
 
 @contextmanager
-def _warm_sessions(url: str, cores: int) -> Iterator[tuple[Any, Any]]:
-    """Two client sessions whose Python workers are up (so the clock starts on scheduling alone),
-    stopped on exit."""
-    from pyspark.sql import SparkSession
+def _warm_sessions(url: str, cores: int, token: str | None) -> Iterator[tuple[Any, Any]]:
+    """Two client sessions (presenting the server's `token`) whose Python workers are up (so the clock
+    starts on scheduling alone), stopped on exit."""
+    from ..spark.auth import remote_session
 
-    first, second = (SparkSession.builder.remote(url).create() for _ in range(2))
+    first, second = (remote_session(url, token) for _ in range(2))
     try:
         for session in (first, second):
             _probe_job(session, cores, 0.0).collect()
@@ -105,11 +105,11 @@ def most_at_once(spans: list[TaskSpan], attempt: str, since: float, until: float
 
 
 def share_cores(url: str, *, cores: int = 2, task_seconds: float = 1.0, a_tasks: int = 8, b_tasks: int = 4,
-                b_delay: float = 0.5) -> Sharing:
+                b_delay: float = 0.5, token: str | None = None) -> Sharing:
     """Attempt a (``a_tasks`` tasks) fills the server; attempt b comes `b_delay` s later."""
     spans: list[TaskSpan] = []
     errors: list[BaseException] = []
-    with _warm_sessions(url, cores) as (a, b):
+    with _warm_sessions(url, cores, token) as (a, b):
         first = threading.Thread(target=_run, args=(a, "a", a_tasks, task_seconds, spans, errors))
         first.start()
         time.sleep(b_delay)
@@ -126,13 +126,14 @@ def share_cores(url: str, *, cores: int = 2, task_seconds: float = 1.0, a_tasks:
                    b_most_at_once=most_at_once(spans, "b", b_first, both_until), spans=tuple(spans))
 
 
-def free_cores_after_cancel(url: str, *, cores: int = 2, hold_seconds: float = 3.0, python: bool = True) -> float:
+def free_cores_after_cancel(url: str, *, cores: int = 2, hold_seconds: float = 3.0, python: bool = True,
+                            token: str | None = None) -> float:
     """Seconds from interrupting an attempt that holds every core to a new job having all its tasks
     running (each new task sleeps 1 s, so all `cores` of them overlap only if every core is free).
     The holder's tasks sleep in Python (`python`) or spin in the JVM."""
     spans: list[TaskSpan] = []
     errors: list[BaseException] = []
-    with _warm_sessions(url, cores) as (doomed, next_one):
+    with _warm_sessions(url, cores, token) as (doomed, next_one):
         if python:
             hold = _probe_job(doomed, cores, 600.0).collect
         else:

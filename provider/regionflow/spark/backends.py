@@ -72,7 +72,7 @@ class SessionBackend:
                 f"backend = session); start it with `regionflow session start --host {host.name}` (same hosts and "
                 f"base port as [regionflow] hosts and session_base_port)")
         task.write(task_path)  # the same record of the attempt as the submit backend leaves
-        return SessionSubmission(task, server.url, slots, self.job_conf, on_line=on_line)
+        return SessionSubmission(task, server.url, slots, self.job_conf, on_line=on_line, token=server.token)
 
 
 def configured_servers(config: RegionflowConfig) -> SessionServers:

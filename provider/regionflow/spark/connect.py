@@ -10,6 +10,8 @@ standalone), with its gRPC endpoint bound to 127.0.0.1 on a port per host and Sp
 Every server of a cluster runs in a process group of its own and is described by a small JSON state
 file (pid, port, master, log) in a state directory, so ``regionflow session status`` from another
 process finds it and ``stop`` ends the whole group. Its output goes to ``<state dir>/<host>.log``.
+Every start gives the server a new random token, kept in ``<state dir>/<host>.token`` (0600) and given
+to the server in its environment; a client session presents it (`auth`, `ConnectServer.token`).
 
 A server that cannot start (the port is taken, no Java, a bad master) is reported *down* with the
 cause read from its log, at once when its process exits, never by waiting out the timeout.
@@ -31,6 +33,7 @@ from ..core.errors import RegionflowError
 from ..localfiles import exclusive_lock, tail, write_json_atomically, write_text_atomically
 from ..processes import terminate_process_group, wait_until
 from ..scheduling.hosts import Cluster, Host
+from .auth import TOKEN_VARIABLE, new_secret, read_secret, remote_session, write_secret
 from .reachability import answers, connect_server_serves
 from .sizing import sized_conf
 from .submit import pinned_cpus
@@ -124,6 +127,17 @@ class ConnectServer:
         return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.log")
 
     @property
+    def token_path(self) -> str:
+        """The file (0600) of the token the running server requires of its clients."""
+        return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.token")
+
+    @property
+    def token(self) -> str | None:
+        """The token a client session of this server presents (`auth.remote_session`); None when the
+        server was started without one."""
+        return read_secret(self.token_path)
+
+    @property
     def idle_mark_path(self) -> str:
         return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.idle")
 
@@ -192,6 +206,9 @@ class ConnectServer:
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         write_text_atomically(self.allocation_path, FAIR_DEFAULT_POOL)
         env = classic_spark_env()
+        # a new token per start, in its own 0600 file and the server's environment, never on its argv
+        env[TOKEN_VARIABLE] = new_secret()
+        write_secret(self.token_path, env[TOKEN_VARIABLE])
         with open(self.log_path, "ab") as log, pinned_cpus(self.target.cpu_affinity):
             try:
                 process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
@@ -226,11 +243,9 @@ class ConnectServer:
         """A client session runs a one-row job (the port opens before the server can serve). The
         probe leaves no Connect-client marks in this process's environment: a classic Spark program
         started from here later (spark-submit inherits the environment) would become a Connect client."""
-        from pyspark.sql import SparkSession
-
         with no_client_marks():
             try:
-                session = SparkSession.builder.remote(self.url).create()
+                session = remote_session(self.url, self.token)
                 try:
                     return session.range(1).count() == 1
                 finally:

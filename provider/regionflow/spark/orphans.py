@@ -27,6 +27,7 @@ import uuid
 from typing import Any, Protocol
 
 from ..processes import tagged_processes, terminate_process_group
+from .auth import remote_session
 from .connect import SessionServerError, SessionServers, no_client_marks
 
 ATTEMPT_VARIABLE = "REGIONFLOW_ATTEMPT_ID"
@@ -66,21 +67,20 @@ class SessionOrphans:
             return f"no Spark Connect server for host {host} ({error})"
         if not server.reachable():
             return f"the Spark Connect server of host {host} is down: nothing of it runs there"
-        interrupted = interrupt_attempt_session(server.url, attempt_id)
+        interrupted = interrupt_attempt_session(server.url, attempt_id, server.token)
         if interrupted is None:
             return "its Spark Connect session had already ended"
         return f"{interrupted} Spark Connect operation(s) of its session interrupted on host {host}"
 
 
-def interrupt_attempt_session(url: str, attempt_id: str) -> int | None:
-    """Interrupt every operation of the attempt's session on the server at `url` and release the session.
-    Returns how many operations were interrupted, or None when the session had already been closed."""
-    from pyspark.sql import SparkSession
-
+def interrupt_attempt_session(url: str, attempt_id: str, token: str | None = None) -> int | None:
+    """Interrupt every operation of the attempt's session on the server at `url` (presenting `token`) and
+    release the session. Returns how many operations were interrupted, or None when the session had
+    already been closed."""
     from .session_backend import fail_fast_on_a_lost_server
 
     with no_client_marks():
-        spark: Any = SparkSession.builder.remote(attempt_session_url(url, attempt_id)).create()
+        spark: Any = remote_session(attempt_session_url(url, attempt_id), token)
         try:
             fail_fast_on_a_lost_server(spark)
             interrupted = spark.interruptAll()

@@ -384,8 +384,8 @@ def run_reference(job_reference: str, plan: Plan, options: RunOptions) -> RunSum
                     unit_key="reference", unit_name="reference", regions=[], attempt_id="reference",
                     host=host.name, reference=True, result_path=result_path)
     if options.servers is not None:
-        return _reference_in_session(plan, task, options.servers.server(host.name).url,
-                                     default_conf(host.slots, options.job_conf))
+        server = options.servers.server(host.name)
+        return _reference_in_session(plan, task, server.url, default_conf(host.slots, options.job_conf), server.token)
     py_files = build_py_files(os.path.join(work_dir, "py"), job_modules(job_reference))
     submission = unit_submission(task, os.path.join(work_dir, "reference-task.json"), host, host.slots,
                                  options.job_conf, py_files,
@@ -400,13 +400,13 @@ def run_reference(job_reference: str, plan: Plan, options: RunOptions) -> RunSum
                       sinks=sinks, reference=True)
 
 
-def _reference_in_session(plan: Plan, task: UnitTask, url: str, job_conf: dict[str, str]) -> RunSummary:
-    from pyspark.sql import SparkSession
-
+def _reference_in_session(plan: Plan, task: UnitTask, url: str, job_conf: dict[str, str],
+                          token: str | None) -> RunSummary:
+    from .auth import remote_session
     from .program import run_reference as run_reference_program
 
     started = time.monotonic()
-    spark = SparkSession.builder.remote(url).create()
+    spark = remote_session(url, token)
     try:
         apply_session_conf(spark, job_conf)
         sinks = run_reference_program(spark, plan, task)["sinks"]

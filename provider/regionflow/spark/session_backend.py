@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .auth import remote_session
 from .orphans import attempt_session_url
 from .program import EXIT_VERTEX_FAILED, VertexFailure, run_unit
 from .reachability import LOSS_HANDSHAKE_TIMEOUT_S, connect_server_serves
@@ -32,12 +33,14 @@ EXIT_FAILED = 1
 
 
 class SessionSubmission:
-    """One attempt of a unit on a Spark Connect server at `url`, run in the calling thread."""
+    """One attempt of a unit on a Spark Connect server at `url` (presenting its `token`, if it has one),
+    run in the calling thread."""
 
     def __init__(self, task: UnitTask, url: str, slots: int, job_conf: Mapping[str, str] | None = None, *,
-                 on_line: Callable[[str], None] | None = None) -> None:
+                 on_line: Callable[[str], None] | None = None, token: str | None = None) -> None:
         self.task = task
         self.url = url
+        self._token = token
         self.slots = slots
         self.conf = default_conf(slots, dict(job_conf or {}))
         self._on_line = on_line or (lambda line: None)
@@ -114,12 +117,10 @@ class SessionSubmission:
             self._done.wait(timeout)
 
     def _connect(self, note: Callable[[str], None]) -> Any:
-        from pyspark.sql import SparkSession
-
         # the session's id is derived from the attempt's, so it can be interrupted if this process dies
         # creating the session calls nothing on the server; it is known to kill() before the first call
         # (the conf below), which a hung server would never answer
-        spark = SparkSession.builder.remote(attempt_session_url(self.url, self.task.attempt_id)).create()
+        spark = remote_session(attempt_session_url(self.url, self.task.attempt_id), self._token)
         with self._lock:
             self._spark = spark
         fail_fast_on_a_lost_server(spark)
