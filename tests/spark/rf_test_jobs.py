@@ -176,3 +176,31 @@ def held_spread_job():
     graph.add_vertex("counted", 2, fn=count_per_customer_held, sink="held_spread/counts")
     graph.connect("spread", "counted", "hash", keys=["customer_id"])
     return graph.validate()
+
+
+BULKY_ROWS = 60_000
+
+
+def bulky_rows(spark, inputs, ctx):
+    """About 4 MB of rows that do not compress (random hex digests) across the vertex's subtasks."""
+    from pyspark.sql import functions as F
+
+    return ctx.range(spark, BULKY_ROWS).select(
+        F.col("id"), F.sha2(F.concat(F.col("id").cast("string"), F.rand(7).cast("string")), 256).alias("digest"))
+
+
+def count_rows(spark, inputs, ctx):
+    from pyspark.sql import functions as F
+
+    return inputs["bulky"].groupBy((F.col("id") % 10).alias("bucket")).agg(F.count(F.lit(1)).alias("rows"))
+
+
+def bulky_job():
+    """`bulky` (2 subtasks) writes a blocking partition of a few MB that `count` (1 subtask) reads."""
+    from regionflow.core.graph import JobGraph
+
+    graph = JobGraph("bulky")
+    graph.add_vertex("bulky", 2, fn=bulky_rows)
+    graph.add_vertex("count", 1, fn=count_rows, sink="bulky/count")
+    graph.connect("bulky", "count", "rebalance", exchange="blocking")
+    return graph.validate()

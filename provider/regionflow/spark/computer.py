@@ -32,6 +32,7 @@ from .exchange import (
     with_bucket,
 )
 from .filesystems import join
+from .integrity import VERIFY_PAGE_CHECKSUMS, check_partition
 from .sinks import SinkCommitter
 from .store import PartitionStore, partition_relpath
 from .task import UnitTask
@@ -212,8 +213,11 @@ class UnitComputer:
         broadcast = exec_edge.edge.distribution is Distribution.BROADCAST
         several_spans = len(self.spans[exec_edge.dst]) > 1
         frames = []
-        for dataset in datasets:
-            frame = self.spark.read.schema(schema).option("basePath", dataset).parquet(dataset)
+        for dataset in datasets:  # each checked against its producer's commit first (`integrity`)
+            part = None if broadcast else f"{UNIT_COLUMN}={self.unit_index}"
+            check_partition(self.store.fs, dataset, part)
+            frame = (self.spark.read.schema(schema).options(**VERIFY_PAGE_CHECKSUMS).option("basePath", dataset)
+                     .parquet(dataset))
             if not broadcast:  # this unit's directory only: partition pruning
                 frame = frame.where(frame[UNIT_COLUMN] == self.unit_index)
                 if several_spans:

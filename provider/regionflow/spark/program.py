@@ -31,6 +31,7 @@ from ..core.plan import Plan
 from .api import reference_context
 from .computer import CHECKSUM_MODULUS, SinkFigures, UnitComputer, VertexFailure, check_frame
 from .filesystems import join
+from .integrity import damage
 from .sinks import SinkCommitter
 from .store import PartitionStore, vertex_component
 from .task import UnitTask
@@ -80,6 +81,11 @@ def _session(task: UnitTask):
 def run_unit(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
     store = PartitionStore(task.data_dir, task.run_id, spark=spark)
     committed = store.committed(task.unit_key)
+    problem = damage(store.fs, committed.path, committed.manifest) if committed is not None else None
+    if problem is not None:  # changed after its commit: computed again (`integrity`)
+        moved = store.set_aside(task.unit_key, problem)
+        _log(f"unit {task.unit_name} was committed but is damaged ({problem}); set aside in {moved}, computed again")
+        committed = None
     if committed is not None:  # an earlier attempt committed, then its process died: finish its publishing
         _log(f"unit {task.unit_name} was already committed by attempt {committed.manifest.get('attempt_id')}")
         _publish_sinks(spark, plan, task, committed.path, committed.manifest)
@@ -89,8 +95,11 @@ def run_unit(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
     computer = UnitComputer(spark, plan, task, store, attempt_dir)
     try:
         computer.run()
-    except BaseException:
+    except BaseException as error:
         store.discard(task.unit_key, task.attempt_id)
+        full = store.full_disk(error, task.attempt_id)
+        if full is not None:
+            raise full from error
         raise
     manifest = {
         "attempt_id": task.attempt_id,

@@ -14,7 +14,8 @@ Layout of one run::
         _sink/{vertex}/_rf_subtask={s}/part-*.parquet   staged sink output: one file per core, numbered by
                                              the unit's subtasks (at most one file per subtask)
       units/{unit_key}/                      the committed attempt: same tree, plus
-        _manifest.json, _SUCCESS             written before the rename that publishes the unit
+        _manifest.json, _SUCCESS             written before the rename that publishes the unit (the
+                                             manifest records every file's size: `integrity`)
 
 Atomicity: an attempt writes everything, then the manifest, then ``_SUCCESS``, then renames its whole
 directory to ``units/{unit_key}`` in one step. Readers only resolve paths under ``units/``, so they see
@@ -33,19 +34,19 @@ import errno
 import hashlib
 import json
 import re
+import shutil
 import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .filesystems import FileSystem, StoreError, filesystem_for, join, read_json
+from .filesystems import FileSystem, StoreError, filesystem_for, is_local_uri, join, local_path, read_json
+from .integrity import FILES_KEY, MANIFEST, RELEASED_SUFFIX, file_sizes
 
-MANIFEST = "_manifest.json"
 SUCCESS = "_SUCCESS"
 SINK_MARKER = "_regionflow_sink.json"
 ATTEMPTS = "_attempts"
-RELEASED_SUFFIX = ".released"  # beside a released partition dataset of a committed unit
 UNITS = "units"
 SINK_STAGING = "_sink"
 # Columns of the Parquet datasets regionflow writes; partition columns are Hive-style directories.
@@ -201,7 +202,8 @@ class PartitionStore:
         return self._settle(unit_key, attempt_id, winner)
 
     def _write_commit_files(self, source: str, unit_key: str, attempt_id: str, manifest: dict[str, Any]) -> None:
-        record = {**manifest, "unit_key": unit_key, "attempt_id": attempt_id}
+        record = {**manifest, "unit_key": unit_key, "attempt_id": attempt_id,
+                  FILES_KEY: file_sizes(self.fs, source)}  # checked before the files are read (`integrity`)
         record.setdefault("committed_at", time.time())
         self.fs.write_text(join(source, MANIFEST), json.dumps(record, sort_keys=True, default=str))
         self.fs.write_bytes(join(source, SUCCESS), b"")
@@ -236,6 +238,33 @@ class PartitionStore:
     def discard(self, unit_key: str, attempt_id: str) -> None:
         """Remove a killed, failed or losing attempt's files; a no-op if they are gone already."""
         self.fs.delete(self.attempt_path(unit_key, attempt_id))
+
+    def full_disk(self, error: BaseException, attempt_id: str) -> StoreError | None:
+        """The error to raise instead of `error` when it says the partition store's file system is full:
+        it names the run's directory and the space left there (None for any other error)."""
+        enospc = isinstance(error, OSError) and error.errno == errno.ENOSPC
+        if not enospc and "No space left on device" not in str(error):
+            return None
+        space = ""
+        if is_local_uri(self.root):
+            try:
+                usage = shutil.disk_usage(local_path(self.data_dir))
+                space = f" ({usage.free:,} of {usage.total:,} bytes free there now)"
+            except OSError:
+                pass
+        return StoreError(f"the partition store is full: attempt {attempt_id} could not write under {self.root}"
+                          f"{space}; nothing of the attempt was committed and its files were removed. Free space "
+                          f"in the data dir (regionflow gc removes finished runs' partitions) and run the unit again")
+
+    def set_aside(self, unit_key: str, why: str) -> str:
+        """Move a damaged committed unit out of ``units/`` (readers no longer see it) into its attempts'
+        folder, so that it is computed again; returns where it went."""
+        target = join(self.attempts_dir, validate_key(unit_key), f"damaged-{uuid.uuid4().hex[:8]}")
+        self.fs.mkdirs(join(self.attempts_dir, unit_key))
+        if not self.fs.rename(self.unit_path(unit_key), target):
+            raise StoreError(f"unit {unit_key} is damaged ({why}) and could not be moved to {target}; "
+                             f"delete {self.unit_path(unit_key)} to compute the unit again")
+        return target
 
     def cleanup_stale_attempts(self, unit_key: str) -> list[str]:
         """Delete every attempt of a committed unit that is still lying around; returns their ids."""
