@@ -11,6 +11,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import time
 
 USER = "regionflow"
 
@@ -45,14 +46,24 @@ class PostgresServer:
             os.chown(directory, account.pw_uid, account.pw_gid)
             self._as_user = ["runuser", "-u", "postgres", "--"]
         self._run([initdb, "-D", self.data, "-A", "trust", "-U", USER, "--no-sync", "-E", "UTF8"])
+        self._start()
+
+    def _start(self) -> None:
         # idle_in_transaction_session_timeout: a scheduler killed with kill -9 inside a transaction leaves it
         # open, with its row locks (a DAG run's row: the other scheduler skips that run), for as long as a
         # LocalExecutor worker it forked is alive: the worker inherited the connection's socket (see the
         # README, "Several schedulers, one pool"). The timeout ends such a session, as in production.
-        self._run([self.pg_ctl, "-D", self.data, "-w", "-t", "60", "-l", os.path.join(directory, "server.log"),
-                   "-o", f"-h 127.0.0.1 -p {self.port} -k {directory} -c fsync=off -c max_connections=200 "
+        self._run([self.pg_ctl, "-D", self.data, "-w", "-t", "60", "-l", os.path.join(self.directory, "server.log"),
+                   "-o", f"-h 127.0.0.1 -p {self.port} -k {self.directory} -c fsync=off -c max_connections=200 "
                          f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT}",
                    "start"])
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop the server as an operator's restart does (``-m fast``: every session is ended, so pooled
+        connections die), keep it down `down_s` seconds, start it again on the same port and data."""
+        self._run([self.pg_ctl, "-D", self.data, "-w", "-m", "fast", "stop"])
+        time.sleep(down_s)
+        self._start()
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg2://{USER}@127.0.0.1:{self.port}/{database}"

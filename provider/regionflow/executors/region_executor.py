@@ -62,6 +62,7 @@ from .lost_hosts import LostHostWatch
 from .metrics import PoolMetrics
 from .queued_stamps import QueuedStamps
 from .recovery import BlocklistMirror, GrantRecovery
+from .store_retry import OUTAGE_RETRY_S, RetryingStore, StoreRetry
 
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] slot_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
@@ -77,7 +78,11 @@ class RegionExecutor(LocalExecutor):
         self.rf_config = _read_config(self.log)
         self.pool = SlotPool(self.rf_config.cluster, blocklist_expiry_s=self.rf_config.blocklist_expiry,
                              resource_wait_timeout_s=self.rf_config.resource_wait_timeout)
-        self.store = RegionflowStore.from_config(self.rf_config.store_url)
+        stopped_after_s = _stopped_after_s()
+        # a short outage of the store (a server restart) delays scheduling instead of failing tasks; the loop
+        # waits at most half the time after which peers would take this scheduler for stopped
+        self.store = RetryingStore.from_config(self.rf_config.store_url, retry=StoreRetry(
+            min(OUTAGE_RETRY_S, stopped_after_s / 2), log=self.log))
         self.metrics = PoolMetrics()
         self._noticed_jobs: dict[str, str] = {}  # run (job id) -> what it waited for when last told
         self._held_check = Every(HELD_CHECK_INTERVAL_S)
@@ -86,7 +91,7 @@ class RegionExecutor(LocalExecutor):
         self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
                                  release=self._release, leftovers=self.leftovers)  # speculative copies
         self.recovery = GrantRecovery(self.store, self.copies, self.log, task_instance_finished,
-                                      stopped_after_s=_stopped_after_s())
+                                      stopped_after_s=stopped_after_s)
         self.copies.owner = self.recovery.scheduler_id
         self.blocklist = BlocklistMirror(self.store, self.pool, self.log, start=self._start)
         self.lost_hosts = _lost_host_watch(self.rf_config, self.store, self.log)  # probes hosts lost for every run

@@ -120,7 +120,13 @@ class SharedPool:
 
     def _record(self, grants: list[Grant], version: int) -> list[Decided]:
         decisions = [(grant.bulk_id, [(slot.host, slot.index) for slot in grant.slots]) for grant in grants]
-        records = self.store.record_grants(decisions, expected_version=version)
+        try:
+            records = self.store.record_grants(decisions, expected_version=version)
+        except (StalePoolError, SlotConflictError):
+            raise
+        except Exception:  # the cache holds grants the store did not record: rebuild at the next refresh
+            self.version = None
+            raise
         self.version = records[0].pool_version
         return [Decided(grant, record) for grant, record in zip(grants, records, strict=True)]
 

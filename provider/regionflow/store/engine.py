@@ -36,6 +36,7 @@ STORE_URL_VARIABLE = "AIRFLOW__REGIONFLOW__STORE_URL"  # [regionflow] store_url,
 _WAL_RETRY_S = 0.01
 LOCKED_RETRIES = 6  # tries of one store call that SQLite answers "database is locked" (or busy)
 LOCKED_FIRST_BACKOFF_S = 0.05  # doubled after each try, with jitter: at most ~3 s of sleeping in all
+CONNECT_TIMEOUT_S = 10  # PostgreSQL (libpq): seconds a connection attempt waits for a silent server
 F = TypeVar("F", bound=Callable[..., Any])
 
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
@@ -84,8 +85,9 @@ def build_engine(url: URL, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> En
             _check_sqlite_path(url)
             engine = create_engine(url, pool_size=2, max_overflow=8, connect_args={"timeout": busy_timeout_s})
             _configure_sqlite(engine, busy_timeout_s)
-        else:
-            engine = create_engine(url, pool_size=2, max_overflow=8, pool_pre_ping=True, pool_recycle=1800)
+        else:  # pre-ping: a pooled connection that died with a server restart is replaced before use
+            engine = create_engine(url, pool_size=2, max_overflow=8, pool_pre_ping=True, pool_recycle=1800,
+                                   connect_args=_connect_args(url))
         _drop_pool_in_forked_children(engine)
     except (ArgumentError, NoSuchModuleError, ImportError) as error:
         raise StoreError(
@@ -93,6 +95,16 @@ def build_engine(url: URL, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> En
             f"driver the URL names or fix the URL"
         ) from None
     return engine
+
+
+def _connect_args(url: URL) -> dict[str, Any]:
+    """PostgreSQL through libpq (psycopg2, psycopg): a connection attempt to a server that does not answer
+    gives up after `CONNECT_TIMEOUT_S` unless the URL says otherwise (libpq's default waits as long as TCP
+    does, minutes), so a caller that retries while the store is away keeps to its own bound."""
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("psycopg2", "psycopg") \
+            and "connect_timeout" not in url.query:
+        return {"connect_timeout": CONNECT_TIMEOUT_S}
+    return {}
 
 
 def _check_sqlite_path(url: URL) -> None:
