@@ -204,3 +204,16 @@ def bulky_job():
     graph.add_vertex("count", 1, fn=count_rows, sink="bulky/count")
     graph.connect("bulky", "count", "rebalance", exchange="blocking")
     return graph.validate()
+
+
+def hog_memory(spark, inputs, ctx):
+    """One row whose string needs about 1.5 GB: more than the heap of the test's small server."""
+    return ctx.range(spark, 1).selectExpr("id", "length(repeat(cast(id AS string), 1500000000)) AS n")
+
+
+def oom_job():
+    from regionflow.core.graph import JobGraph
+
+    graph = JobGraph("oom")
+    graph.add_vertex("hog", 1, fn=hog_memory, sink="oom/hog")
+    return graph.validate()

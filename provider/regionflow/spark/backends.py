@@ -72,7 +72,8 @@ class SessionBackend:
                 f"backend = session); start it with `regionflow session start --host {host.name}` (same hosts and "
                 f"base port as [regionflow] hosts and session_base_port)")
         task.write(task_path)  # the same record of the attempt as the submit backend leaves
-        return SessionSubmission(task, server.url, slots, self.job_conf, on_line=on_line, token=server.token)
+        return SessionSubmission(task, server.url, slots, self.job_conf, on_line=on_line, token=server.token,
+                                 exit_cause=server.exit_cause)
 
 
 def configured_servers(config: RegionflowConfig) -> SessionServers:

@@ -35,6 +35,7 @@ from ..processes import terminate_process_group, wait_until
 from ..scheduling.hosts import Cluster, Host
 from .auth import TOKEN_VARIABLE, new_secret, read_secret, remote_session, write_secret
 from .reachability import answers, connect_server_serves
+from .server_log import EXIT_ON_OOM, log_cause
 from .sizing import sized_conf
 from .submit import pinned_cpus
 from .submit_args import LOOPBACK, SubmitConfigError, sized_master, spark_child_env, spark_submit_binary
@@ -171,6 +172,11 @@ class ConnectServer:
         sized = sized_conf(master, self.host.slots, self.host.slot_profile)
         conf.update({**sized.proposed, **sized.owned})
         conf.update(self.conf)
+        # any OutOfMemoryError ends the JVM (as Spark's executors do): a JVM that lost a thread to it may
+        # keep its port and answer nothing, a half-dead host; an ended one is seen as lost and its cause read
+        options = conf.get("spark.driver.extraJavaOptions", "")
+        if EXIT_ON_OOM not in options:
+            conf["spark.driver.extraJavaOptions"] = f"{options} {EXIT_ON_OOM}".strip()
         args = [spark_submit_binary(), "--class", SERVER_CLASS, "--master", master.url]
         for key, value in conf.items():
             args += ["--conf", f"{key}={value}"]
@@ -252,6 +258,18 @@ class ConnectServer:
                     session.stop()
             except Exception:  # noqa: BLE001 - not ready yet; the caller keeps waiting
                 return False
+
+    def exit_cause(self) -> str | None:
+        """Why this host's server is gone, when its process exited (None while it runs or when it was not
+        started): the error its log ends with, an OutOfMemoryError first. What is left of its process group
+        (Python workers) is stopped, so nothing of it lingers half alive."""
+        state = self._state()
+        if state is None or _alive(state.pid):
+            return None
+        terminate_process_group(state.pid, 2.0)
+        with contextlib.suppress(ChildProcessError):  # started by this process: reap it, no zombie is left
+            os.waitpid(state.pid, os.WNOHANG)
+        return f"its Spark Connect server (pid {state.pid}) exited: {log_cause(self.log_path)} (log: {self.log_path})"
 
     def reachable(self) -> bool:
         """True when something accepts connections on this host's Spark Connect port (a server process

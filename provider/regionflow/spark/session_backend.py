@@ -37,10 +37,12 @@ class SessionSubmission:
     run in the calling thread."""
 
     def __init__(self, task: UnitTask, url: str, slots: int, job_conf: Mapping[str, str] | None = None, *,
-                 on_line: Callable[[str], None] | None = None, token: str | None = None) -> None:
+                 on_line: Callable[[str], None] | None = None, token: str | None = None,
+                 exit_cause: Callable[[], str | None] | None = None) -> None:
         self.task = task
         self.url = url
         self._token = token
+        self._exit_cause = exit_cause  # why the server is gone, if its process exited (`ConnectServer.exit_cause`)
         self.slots = slots
         self.conf = default_conf(slots, dict(job_conf or {}))
         self._on_line = on_line or (lambda line: None)
@@ -98,6 +100,10 @@ class SessionSubmission:
         finally:
             self._disconnect()
             self._done.set()
+        cause = self._exit_cause() if returncode != 0 and self._exit_cause is not None else None
+        if cause is not None:  # the server died under the attempt: say why, from its log
+            lost = True
+            error = f"host {self.task.host or '?'} lost: {cause}" + (f"; {error}" if error else "")
         self.result = SubmissionResult(
             returncode=returncode, seconds=time.monotonic() - started, log_tail=tuple(lines[-200:]),
             killed=self._killed.is_set() and returncode != 0, command=f"session {self.url} tag {self.tag}",

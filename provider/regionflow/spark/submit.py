@@ -120,7 +120,7 @@ class SubmissionResult:
         if self.ok:
             return f"finished in {self.seconds:.1f} s"
         if self.killed:
-            return f"killed after {self.seconds:.1f} s"
+            return f"killed after {self.seconds:.1f} s" + (f" ({self.error})" if self.error else "")
         reason = self.error or self.exit_text
         detail = self.traceback or "\n".join(self.log_tail[-20:])
         return f"{reason} after {self.seconds:.1f} s" + (f"\n{detail}" if detail else "")

@@ -1,0 +1,55 @@
+"""A Spark Connect server runs out of memory mid-attempt (a server of its own with a 512 MiB heap, real
+Spark): the attempt fails as its host lost, with the cause read from the server's log, and nothing of the
+server is left half alive (its JVM ends on any OutOfMemoryError, the rest of its process group is
+stopped), so the host's server starts again cleanly."""
+import os
+
+import psutil
+import pytest
+
+from regionflow.core.graph import load_job
+from regionflow.core.plan import Plan
+from regionflow.spark.auth import remote_session
+from regionflow.spark.connect import SessionServers
+from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
+from regionflow.spark.targets import parse_cluster
+
+pytestmark = pytest.mark.timeout(900)
+JOB = "rf_test_jobs:oom_job"
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for process in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(process.pid) == pgid:
+                members.append(process.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def test_an_attempt_that_runs_its_server_out_of_memory_fails_with_the_cause_and_the_host_starts_again(tmp_path):
+    cluster = parse_cluster("a:slots=1,mem=512m")
+    servers = SessionServers(cluster, str(tmp_path / "sessions"), base_port=None)
+    servers.start()
+    server = servers.server("a")
+    try:
+        pid = server.status().pid
+        assert pid is not None
+        options = RunOptions(data_dir=str(tmp_path / "data"), cluster=cluster, retries=0, progress=None,
+                             servers=servers)
+        with pytest.raises(RunFailed) as caught:
+            LocalRunner(JOB, Plan(load_job(JOB), "all-blocking"), options).run()
+        message = str(caught.value)
+        assert "host a lost: its Spark Connect server" in message and "exited" in message
+        assert "java.lang.OutOfMemoryError" in message and server.log_path in message
+        assert server.status().state == "down" and group_members(pid) == []  # nothing of it lingers
+        assert server.start().up  # the host is usable again
+        session = remote_session(server.url, server.token)
+        try:
+            assert session.range(3).count() == 3
+        finally:
+            session.stop()
+    finally:
+        servers.stop()
