@@ -1,8 +1,9 @@
 """A stand-in for a standalone Spark master's RPC port, for tests of the master probe that need no JVM.
 
-It answers every frame it reads with an RPC failure frame, as a live master answers a request to an
-endpoint it does not have (Spark's transport framing: an 8-byte length counting itself, a 1-byte
-message type, then the message). That the real master answers the probe so is checked against a real
+It answers every frame it reads with a stream failure frame, as a live master answers a stream request
+for a file it does not serve (Spark's transport framing: an 8-byte length counting itself, a 1-byte
+message type, then the message; a StreamFailure is the stream id and the error, each a 4-byte length
+and UTF-8). That the real master answers the probe so is checked against a real
 one in tests/spark/test_standalone.py.
 """
 from __future__ import annotations
@@ -11,11 +12,11 @@ import socket
 import struct
 import threading
 
-RPC_FAILURE = 5
+STREAM_FAILURE = 8
 
 
 class SparkRpcStandin:
-    """A listener on 127.0.0.1 (`port`) answering each request frame with an RPC failure; a context manager."""
+    """A listener on 127.0.0.1 (`port`) answering each request frame with a stream failure; a context manager."""
 
     def __init__(self) -> None:
         self.listener = socket.socket()
@@ -37,9 +38,10 @@ class SparkRpcStandin:
                 if frame is None:
                     continue
                 self.requests.append(frame)
-                request_id = frame[9:17]
-                error = b"Could not find the endpoint."
-                message = bytes([RPC_FAILURE]) + request_id + struct.pack(">i", len(error)) + error
+                stream_id = frame[13:13 + struct.unpack(">i", frame[9:13])[0]]
+                error = b"Stream '" + stream_id + b"' was not found."
+                message = (bytes([STREAM_FAILURE]) + struct.pack(">i", len(stream_id)) + stream_id
+                           + struct.pack(">i", len(error)) + error)
                 connection.sendall(struct.pack(">q", 8 + len(message)) + message)
                 connection.recv(1)  # until the client closes
 

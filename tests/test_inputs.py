@@ -166,6 +166,8 @@ BAD_HOSTS = [
     ("a:2,slots=3", ["field 'slots' is given twice"]),
     ("a:2;a:2", ["host 'a' is listed twice"]),
     ("a:2,cpu=1,affinity=0", []),  # fine: one pinned core, one cpu
+    ("a:2,properties_file=app.properties", ["host 'a'.properties_file = 'app.properties'", "not an absolute path"]),
+    ("a:2,master=spark://127.0.0.1:7077,properties_file=/no/such/app.properties", []),  # checked when used
     ('[{"name": "a", "slots": 2, "cpus": 2}]', ["'cpus'", "did you mean 'cpu'"]),
     ('[{"name": "a", "slots": 40000}]', ["host 'a'.slots is 40000"]),
     ('[{"name": "a", "slots": true}]', ["host 'a'.slots must be an integer"]),

@@ -117,13 +117,13 @@ def test_the_host_watch_kills_an_attempt_whose_server_hangs_and_leaves_one_on_a_
         f"host lost: its Spark Connect server at {url} did not answer for 1 s; the attempt was killed")
 
 
-# ---- the standalone master's probe: one Spark RPC request ---------------------------------------
+# ---- the standalone master's probe: one Spark stream request ------------------------------------
 
 
-def test_the_spark_rpc_probe_is_answered_only_by_a_process_that_replies_with_an_rpc_frame():
+def test_the_spark_rpc_probe_is_answered_only_by_a_process_that_replies_with_a_stream_frame():
     """Nothing listening, a listener that never reads (a stopped master's port), a server of another
-    protocol: silent. A stand-in answering with an RPC failure frame, as a live master does: answers.
-    (A real master, running and stopped: tests/spark/test_standalone.py.)"""
+    protocol: silent. A stand-in answering with a stream failure frame, as a live master does: answers.
+    (A real master, authenticating, running and stopped: tests/spark/test_standalone.py.)"""
     import struct
 
     from spark_rpc_standin import SparkRpcStandin
@@ -144,7 +144,7 @@ def test_the_spark_rpc_probe_is_answered_only_by_a_process_that_replies_with_an_
         assert any_speaks_spark_rpc([(LOOPBACK, free_port()), (LOOPBACK, master.port)])
         assert len(master.requests) == 2  # one per probe that reached it
         frame = master.requests[0]
-    # the frame as Spark's transport decoder reads it: its length, RpcRequest (3), request id, body size
-    length, kind, _, body_size = struct.unpack(">qBqi", frame[:21])
-    assert (length, kind, body_size) == (len(frame), 3, len(frame) - 21)
-    assert b"regionflow-liveness-probe" in frame[21:]
+    # the frame as Spark's transport decoder reads it: its length, StreamRequest (6), the stream id's size
+    length, kind, id_size = struct.unpack(">qBi", frame[:13])
+    assert (length, kind, id_size) == (len(frame), 6, len(frame) - 13)
+    assert frame[13:] == b"/files/regionflow-liveness-probe"

@@ -80,8 +80,11 @@ def test_the_text_form_refuses_what_has_no_place_in_the_dict(text, expected):
 
 
 def test_to_dicts_round_trips_including_slot_overrides():
-    cluster = Cluster.parse("a:3,cpu=3,mem=3g,gpu=3,slot_mem=512m;b:1,master=local[1],affinity=2")
+    cluster = Cluster.parse("a:3,cpu=3,mem=3g,gpu=3,slot_mem=512m;b:1,master=local[1],affinity=2;"
+                            "c:1,master=spark://127.0.0.1:7077,properties_file=/srv/spark/app.properties")
     assert Cluster.from_dicts(json.loads(json.dumps(cluster.to_dicts()))) == cluster
+    assert cluster.host("c").properties_file == "/srv/spark/app.properties"
+    assert cluster.host("a").properties_file is None
 
 
 def test_local_default_has_one_slot_per_core():

@@ -1,5 +1,8 @@
 """Tests of regionflow.spark.standalone: a real master + worker on 127.0.0.1 and real submissions to
-it through RegionSubmission, one of them losing its host mid-job (HostWatcher)."""
+it through RegionSubmission, one of them losing its host mid-job (HostWatcher). Every cluster
+authenticates (``spark.authenticate``, a secret per start): applications present the secret from the
+cluster's properties file, one without it (or with another) is refused, and the secret is on no
+command line and in no log."""
 from __future__ import annotations
 
 import json
@@ -27,6 +30,8 @@ from regionflow.processes import (
     wait_until,
 )
 from regionflow.scheduling.hosts import Cluster
+from regionflow.spark.auth import authenticate_properties, new_secret, write_properties
+from regionflow.spark.connect import ConnectServer, free_port
 from regionflow.spark.health import SparkHostProbe
 from regionflow.spark.reachability import answers, any_speaks_spark_rpc, speaks_spark_rpc
 from regionflow.spark.runner import LocalRunner, RunOptions
@@ -54,6 +59,31 @@ def test_an_unstarted_cluster_has_no_master_url(tmp_path):
         _ = StandaloneCluster(work_dir=str(tmp_path)).master_url
 
 
+def _secret(cluster: StandaloneCluster) -> str:
+    with open(cluster.app_properties_path, encoding="utf-8") as handle:
+        return handle.read().split("spark.authenticate.secret=", 1)[1].strip()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _files_holding(text: str, folder: str) -> list[str]:
+    """Files under `folder` (logs, executors' stdout and stderr) that contain `text`."""
+    found = []
+    for directory, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as handle:
+                if text.encode() in handle.read():
+                    found.append(path)
+    return found
+
+
 def _ss_listeners(pids: set[int]) -> list[str]:
     """Local addresses `ss -ltnp` shows for `pids` (cross-check of the /proc reading)."""
     done = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True)
@@ -68,9 +98,10 @@ def test_a_region_runs_on_the_standalone_cluster_on_loopback_only(standalone_clu
     assert os.path.isdir(os.path.join(standalone_cluster.work_dir, "logs"))
 
     out, release = tmp_path / "out.json", tmp_path / "release"
-    seen: dict[str, list] = {}
+    seen: dict[str, list] = {"lines": []}
 
     def snapshot_while_running(line: str) -> None:
+        seen["lines"].append(line)
         # The app holds after its count (executors up) until `release` exists.
         if "tiny-app: counted" in line:
             pids = {pid for leader in standalone_cluster.pids + [submission.pid]
@@ -78,11 +109,15 @@ def test_a_region_runs_on_the_standalone_cluster_on_loopback_only(standalone_clu
             seen["sockets"] = listening_sockets(pids)
             seen["ss"] = _ss_listeners(pids)
             seen["apps"] = standalone_cluster.status()["activeapps"]
+            # master, workers, executors, spark-submit's JVM, the Python driver and every Python worker
+            every = {pid for leader in standalone_cluster.pids + [submission.pid] for pid in _process_tree(leader)}
+            seen["cmdlines"] = [_cmdline(pid) for pid in every]
             release.touch()
 
     kwargs = build_submit_kwargs(application=tiny_app, application_args=[str(out), f"hold:{release}"],
                                  master=standalone_cluster.master_url, slots=2, slot_profile=HALF_GIB_SLOT,
-                                 job_conf=None, py_files=[], name="standalone test")
+                                 job_conf=None, py_files=[], name="standalone test",
+                                 properties_file=standalone_cluster.app_properties_path)
     submission = RegionSubmission(tiny_app, kwargs, on_line=snapshot_while_running)
     result = submission.run()
 
@@ -94,6 +129,79 @@ def test_a_region_runs_on_the_standalone_cluster_on_loopback_only(standalone_clu
     assert len(seen["sockets"]) >= 4  # master, worker, driver, executors
     assert all(sock.is_loopback for sock in seen["sockets"]), seen["sockets"]
     assert seen["ss"] and all(address.startswith(("127.", "[::ffff:127.", "[::1]")) for address in seen["ss"])
+
+    # the secret: in two 0600 files, on no command line (the app's names the file), in no output or log
+    secret = _secret(standalone_cluster)
+    daemon_conf = os.path.join(standalone_cluster.work_dir, "conf", "spark-defaults.conf")
+    for path in (standalone_cluster.app_properties_path, daemon_conf):
+        assert os.stat(path).st_mode & 0o777 == 0o600 and secret in open(path, encoding="utf-8").read(), path
+    assert len(seen["cmdlines"]) >= 6, seen["cmdlines"]  # master, 2 workers, 2 executors, driver JVM and Python
+    assert not [line for line in seen["cmdlines"] if secret in line]
+    assert any(f"--properties-file {standalone_cluster.app_properties_path}" in line for line in seen["cmdlines"])
+    assert not [line for line in seen["lines"] if secret in line]
+    assert _files_holding(secret, os.path.join(standalone_cluster.work_dir, "logs")) == []
+    assert _files_holding(secret, os.path.join(standalone_cluster.work_dir, "work")) == []
+
+
+@pytest.mark.timeout(300)
+def test_an_application_without_the_secret_or_with_another_is_refused(standalone_cluster, tiny_app, tmp_path):
+    """The master registers no application that does not present this start's secret. Spark's driver
+    tries a refused registration three times, 20 s apart (fixed in its StandaloneAppClient), before it
+    gives up; the test ends each application at its first refusal, which comes within seconds of its
+    start, and the master never lists it."""
+    other = write_properties(str(tmp_path / "other.properties"), authenticate_properties(new_secret()))
+    for label, properties_file, cause in (
+        ("no secret", None, "Expected SaslMessage, received something else"),
+        ("another secret", other, "DIGEST-MD5: digest response format violation. Mismatched response."),
+    ):
+        out = tmp_path / f"{label}.json"
+        kwargs = build_submit_kwargs(application=tiny_app, application_args=[str(out), "count"],
+                                     master=standalone_cluster.master_url, slots=1, slot_profile=HALF_GIB_SLOT,
+                                     job_conf=None, py_files=[], name=f"refused {label}",
+                                     properties_file=properties_file)
+        result, lines, waited = _run_until(tiny_app, kwargs, cause)
+        assert not result.ok and not out.exists(), result.describe()
+        refusal = "\n".join(lines)
+        assert "Failed to connect to master" in refusal and cause in refusal, refusal[-4000:]
+        assert waited < 60, f"{label}: ended after {waited:.0f} s, not at the first refusal"  # Spark gives up at ~70 s
+    status = standalone_cluster.status()
+    names = [app["name"] for app in status["activeapps"] + status["completedapps"]]
+    assert not [name for name in names if name.startswith("regionflow refused")], names
+
+
+def _run_until(application: str, kwargs: dict, text: str) -> tuple:
+    """Run the submission of `kwargs`, killing it at its first output line holding `text`: (result,
+    output lines, seconds it ran)."""
+    lines: list[str] = []
+
+    def end_at_the_text(line: str) -> None:
+        lines.append(line)
+        if text in line:
+            submission.kill(wait=False)
+
+    submission = RegionSubmission(application, kwargs, on_line=end_at_the_text)
+    began = time.monotonic()
+    result = submission.run()
+    return result, lines, time.monotonic() - began
+
+
+@pytest.mark.timeout(600)
+def test_a_connect_server_of_a_host_on_the_master_presents_the_secret(standalone_cluster, tmp_path):
+    """A Spark Connect server whose host is on the cluster (its `host_fields`) loads the host's properties
+    file: the master registers it, its start's probe session runs a job on the cluster's executors, and the
+    secret is on none of its command lines (spark-submit's names the file)."""
+    (host,) = Cluster.parse(f"rf:slots=1,mem=512m,{standalone_cluster.host_fields}")
+    server = ConnectServer(host, free_port(), str(tmp_path / "sessions"))
+    try:
+        status = server.start()  # up once a client session counted a row on the cluster
+        (app,) = [app for app in standalone_cluster.status()["activeapps"] if app["name"] == "regionflow session rf"]
+        cmdlines = [_cmdline(pid) for pid in _process_tree(status.pid)]
+    finally:
+        server.stop()
+    assert status.up and app["cores"] == 1 and app["memoryperexecutor"] == 512, app
+    secret = _secret(standalone_cluster)
+    assert not [line for line in cmdlines if secret in line]
+    assert any(f"--properties-file {standalone_cluster.app_properties_path}" in line for line in cmdlines), cmdlines
 
 
 @pytest.mark.timeout(180)
@@ -124,13 +232,16 @@ def test_an_attempt_whose_standalone_host_is_lost_is_killed_with_the_reason(tiny
     try:
         kwargs = build_submit_kwargs(application=tiny_app, application_args=[str(out), f"twice:{release}"],
                                      master=master_url, slots=2, slot_profile=HALF_GIB_SLOT,
-                                     job_conf=None, py_files=[], name="host loss test")
+                                     job_conf=None, py_files=[], name="host loss test",
+                                     properties_file=cluster.app_properties_path)
         submission = RegionSubmission(tiny_app, kwargs, on_line=lose_the_host_after_the_first_job)
         with HostWatcher(submission.master, submission, timeout=5, interval=0.5) as watcher:
             result = submission.run()
     finally:
         cluster.stop()
     assert lost_at, result.describe()
+    assert not os.path.exists(cluster.app_properties_path)  # a stopped cluster leaves no secret behind
+    assert os.listdir(tmp_path / "cluster" / "conf") == []
     assert not result.ok and result.killed and not out.exists()
     assert watcher.lost and master_url in watcher.lost and "did not answer for 5 s" in watcher.lost
     assert time.monotonic() - lost_at[0] < 60  # ended by the watcher, not by waiting
@@ -149,12 +260,15 @@ def test_only_standalone_masters_are_watched():
 
 
 def test_a_stopped_master_counts_as_lost_although_its_port_still_accepts(standalone_cluster):
-    """The real master answers the probe's RPC request (an RPC failure: it has no such endpoint) without a
-    line in its log; stopped with SIGSTOP, as a hung master, its port still accepts connections but the
-    probe gets no answer, so the lost-host probe (and the HostWatcher, which asks the same) says lost;
-    continued, it answers again."""
+    """The real master, which authenticates, answers the probe's stream request (a stream failure: it
+    serves no such file) without an error in its log (an RPC request from a client without the secret
+    would log one with a stack trace, as a failed authentication); stopped with SIGSTOP, as a hung master,
+    its port still accepts connections but the probe gets no answer, so the lost-host probe (and the
+    HostWatcher, which asks the same) says lost; continued, it answers again."""
+    master_log = os.path.join(standalone_cluster.work_dir, "logs", "master.out")
+    log_before = os.path.getsize(master_log)
     [(host, port)] = standalone_masters(standalone_cluster.master_url)
-    probe = SparkHostProbe(Cluster.parse(f"a:slots=1,master={standalone_cluster.master_url}"), servers=None)
+    probe = SparkHostProbe(Cluster.parse(f"a:slots=1,{standalone_cluster.host_fields}"), servers=None)
     assert speaks_spark_rpc(host, port) and probe.answers("a") is True
     master = standalone_cluster.pids[0]  # the master JVM, leader of its process group
     pause_group(master)
@@ -166,9 +280,11 @@ def test_a_stopped_master_counts_as_lost_although_its_port_still_accepts(standal
         resume_group(master)
     assert wait_until(lambda: speaks_spark_rpc(host, port), 30)
     assert probe.answers("a") is True
-    with open(os.path.join(standalone_cluster.work_dir, "logs", "master.out"), encoding="utf-8") as log:
-        text = log.read()
-    assert "regionflow-liveness-probe" not in text and "Connection reset" not in text, text[-3000:]
+    with open(master_log, encoding="utf-8") as log:
+        log.seek(log_before)
+        text = log.read()  # what the master logged during this test
+    assert not [word for word in ("regionflow-liveness-probe", "Connection reset", "ERROR", "Exception")
+                if word in text], text[-3000:]
 
 
 @pytest.mark.timeout(420)
@@ -176,7 +292,7 @@ def test_a_vertex_asking_2_cores_and_1_gib_gets_an_executor_of_that_size(standal
     """The host's slot offers 2 cores and 2 GiB, more than the fixture's 1 GiB worker has: an application
     sized from the host would never get an executor. Sized from the request it runs, and Spark's master
     (its JSON, not regionflow's conf) reports 2 cores and 1024 MiB per executor."""
-    cluster = Cluster.parse(f"big:slots=1,cpu=2,mem=2g,master={standalone_cluster.master_url}")
+    cluster = Cluster.parse(f"big:slots=1,cpu=2,mem=2g,{standalone_cluster.host_fields}")
     job = "rf_test_jobs:sized_job"
     summary = LocalRunner(job, Plan(load_job(job)), RunOptions(data_dir=str(tmp_path), cluster=cluster,
                                                                progress=None, backend="submit")).run()
@@ -191,8 +307,8 @@ def test_a_grant_over_two_hosts_of_one_master_gets_an_executor_on_each_worker(st
     """Hosts w1 and w2 share the standalone master, one 1 GiB slot each. The region's 2-slot grant spans
     both: one application with two 1024 MiB executors, which only fit one per worker; Spark's workers
     (their work directories, not regionflow's records) show an executor of the application on each."""
-    url = standalone_cluster.master_url
-    cluster = Cluster.parse(f"w1:slots=1,master={url};w2:slots=1,master={url}")
+    fields = standalone_cluster.host_fields
+    cluster = Cluster.parse(f"w1:slots=1,{fields};w2:slots=1,{fields}")
     job = "rf_test_jobs:spread_job"
     summary = LocalRunner(job, Plan(load_job(job), "all-pipelined"),
                           RunOptions(data_dir=str(tmp_path), cluster=cluster, progress=None, backend="submit")).run()
@@ -285,8 +401,7 @@ def test_a_worker_killed_mid_stage_leaves_the_region_exact(tmp_path, monkeypatch
 
     killer = threading.Thread(target=kill_worker_1_once_both_executors_hold_a_task, daemon=True)
     try:
-        url = cluster.master_url
-        hosts = Cluster.parse(f"w1:slots=1,master={url};w2:slots=1,master={url}")
+        hosts = Cluster.parse(f"w1:slots=1,{cluster.host_fields};w2:slots=1,{cluster.host_fields}")
         killer.start()
         summary = LocalRunner(job, Plan(load_job(job), "all-pipelined"),
                               RunOptions(data_dir=str(tmp_path / "data"), cluster=hosts, progress=None,

@@ -10,6 +10,7 @@ import textwrap
 import threading
 import time
 import zipfile
+from re import escape as re_escape
 
 import pytest
 
@@ -240,6 +241,54 @@ def test_hook_built_from_the_kwargs_runs_spark_submit_on_the_sized_master():
     assert command[command.index("--executor-memory") + 1] == "1024m"
     assert command[command.index("--py-files") + 1] == "/z/regionflow.zip"
     assert command[-3:] == [APP, "--task", "t.json"]
+
+
+def _properties_file(path, mode: int = 0o600) -> str:
+    from regionflow.spark.auth import authenticate_properties, write_properties
+
+    write_properties(str(path), authenticate_properties("not-a-real-secret"))
+    os.chmod(path, mode)
+    return str(path)
+
+
+def test_a_hosts_properties_file_reaches_spark_submit_as_a_path_and_the_secret_never(tmp_path):
+    """The secret of an authenticated master is in the host's 0600 properties file; the command line
+    names the file only. (A real authenticated master: tests/spark/test_standalone.py.)"""
+    path = _properties_file(tmp_path / "app.properties")
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    kwargs = kwargs_for("spark://127.0.0.1:7077", properties_file=path)
+    command = RegionSubmission(APP, kwargs).make_hook()._build_spark_submit_command(APP)
+    assert command[command.index("--properties-file") + 1] == path
+    assert "not-a-real-secret" not in " ".join(command) + json.dumps(kwargs)
+    assert "properties_file" not in kwargs_for("spark://127.0.0.1:7077")
+
+
+@pytest.mark.parametrize("mode, fragment", [(0o640, "is open to other users (mode 0640); chmod 600 it"),
+                                            (0o604, "is open to other users (mode 0604)"),
+                                            (None, "cannot be read (No such file or directory)")])
+def test_a_properties_file_others_may_read_or_that_is_missing_is_an_error_before_submitting(tmp_path, mode, fragment):
+    from regionflow.spark.auth import SecretFileError
+
+    path = _properties_file(tmp_path / "app.properties", mode) if mode else str(tmp_path / "none.properties")
+    with pytest.raises(SecretFileError, match=f"properties_file '{path}' of the host on spark://127.0.0.1:7077 "
+                                              f"{re_escape(fragment)}"):
+        kwargs_for("spark://127.0.0.1:7077", properties_file=path)
+
+
+def test_a_connect_server_of_a_host_with_a_properties_file_loads_it(tmp_path):
+    from regionflow.scheduling.hosts import Cluster
+    from regionflow.spark.auth import SecretFileError
+    from regionflow.spark.connect import ConnectServer
+
+    path = _properties_file(tmp_path / "app.properties")
+    (host,) = Cluster.parse(f"s:slots=1,master=spark://127.0.0.1:7077,properties_file={path}")
+    command = ConnectServer(host, 15002, str(tmp_path / "state")).command()
+    assert command[command.index("--properties-file") + 1] == path and "not-a-real-secret" not in " ".join(command)
+    os.chmod(path, 0o644)
+    with pytest.raises(SecretFileError, match="chmod 600"):
+        ConnectServer(host, 15002, str(tmp_path / "state")).command()
+    (plain,) = Cluster.parse("s:slots=1,master=spark://127.0.0.1:7077")
+    assert "--properties-file" not in ConnectServer(plain, 15002, str(tmp_path / "state")).command()
 
 
 def test_a_user_connection_pointing_elsewhere_is_an_error(monkeypatch):

@@ -1,9 +1,11 @@
 """Hosts and clusters: the places that offer slots to the pool.
 
 A `Host` has a name, a number of slots, the resources of the whole host (a `ResourceProfile`),
-optionally the cpu core ids it is pinned to, and an `address`: where its runtime is reached, as the
-user wrote it (the ``master`` field). Scheduling stores the address and never reads it; the runtime
-layer reads it, checks it, and gives a host without one its default.
+optionally the cpu core ids it is pinned to, an `address`: where its runtime is reached, as the
+user wrote it (the ``master`` field), and optionally a `properties_file` its runtime's applications
+load (an authenticated standalone master's secret lives there, never in the spec). Scheduling stores
+address and file and never reads them; the runtime layer reads them, checks them, and gives a host
+without an address its default.
 A `Cluster` is an ordered list of hosts with unique names; host order breaks every tie the
 slot pool has to break.
 
@@ -24,8 +26,8 @@ Text form used by ``--hosts`` (JSON, starting with ``[`` or ``{``, is accepted t
 Fields: ``slots``; host totals ``cpu``, ``mem`` (alias ``heap``), ``off_heap``, ``managed``,
 ``gpu``, ``ext.<name>``; per-slot overrides ``slot_cpu``, ``slot_mem``, ... ``slot_ext.<name>``;
 ``master`` (the address; its forms are the runtime layer's); ``affinity`` (core ids, ranges joined
-by ``+``: ``0-3+8``; the runtime layer allows it only where it runs on this machine). Sizes take
-k/m/g/t suffixes; a bare number is MiB.
+by ``+``: ``0-3+8``; the runtime layer allows it only where it runs on this machine);
+``properties_file`` (an absolute path). Sizes take k/m/g/t suffixes; a bare number is MiB.
 
 The dict form (for airflow.cfg / JSON) mirrors it: ``{"name": "h1", "slots": 2, "cpu": 2,
 "mem": "4g", "gpu": 1, "ext": {"fpga": 1}, "master": "...", "affinity": [0, 1],
@@ -49,7 +51,7 @@ DEFAULT_HEAP_MIB_PER_SLOT = 1024
 
 _MEMORY_DIMS = ("heap", "off_heap", "managed")
 _DIM_ALIASES = {"mem": "heap", "heap": "heap", "off_heap": "off_heap", "managed": "managed", "cpu": "cpu"}
-_PLAIN_FIELDS = ("slots", "master", "affinity")
+_PLAIN_FIELDS = ("slots", "master", "affinity", "properties_file")
 _EPS = 1e-9
 
 
@@ -57,8 +59,9 @@ _EPS = 1e-9
 class Host:
     """A place with `slots` slots each offering `slot_profile`; `profile` is the whole host's.
 
-    `address` is where the host's runtime is reached (None: this machine, the runtime layer's default)
-    and `cpu_affinity` the core ids it is pinned to; scheduling keeps both for the runtime layer."""
+    `address` is where the host's runtime is reached (None: this machine, the runtime layer's default),
+    `cpu_affinity` the core ids it is pinned to and `properties_file` a file its runtime's applications
+    load (None: none); scheduling keeps them for the runtime layer."""
 
     name: str
     slots: int
@@ -66,6 +69,7 @@ class Host:
     slot_profile: ResourceProfile
     address: str | None = None
     cpu_affinity: tuple[int, ...] = ()
+    properties_file: str | None = None
 
     @classmethod
     def of(
@@ -82,11 +86,13 @@ class Host:
         slot: Mapping[str, Any] | None = None,
         master: str | None = None,
         affinity: Iterable[int] | str | None = None,
+        properties_file: str | None = None,
     ) -> Host:
         """Build a host from keyword fields, applying the module's slot rule and defaults."""
         data: dict[str, Any] = {"name": name, "slots": slots}
         optional = {"cpu": cpu, "mem": mem, "off_heap": off_heap, "managed": managed, "gpu": gpu,
-                    "ext": ext, "slot": slot, "master": master, "affinity": affinity}
+                    "ext": ext, "slot": slot, "master": master, "affinity": affinity,
+                    "properties_file": properties_file}
         data.update({key: value for key, value in optional.items() if value is not None})
         return cls.from_dict(data)
 
@@ -105,6 +111,8 @@ class Host:
             data["master"] = self.address
         if self.cpu_affinity:
             data["affinity"] = list(self.cpu_affinity)
+        if self.properties_file is not None:
+            data["properties_file"] = self.properties_file
         if self.slot_profile != _evenly_divided(self.profile, self.slots):
             data["slot"] = _profile_fields(self.slot_profile)
         return data
@@ -227,7 +235,8 @@ def _build_host(name: str, fields: Mapping[str, Any]) -> Host:
     per_slot = {dim: slot_dims.get(dim, _divide(dim, total, slots)) for dim, total in totals.items()}
     _check_slots_fit_host(name, slots, totals, per_slot)
     _check_affinity_covers_cpu(name, affinity, totals["cpu"])
-    return Host(name, slots, _profile(totals), _profile(per_slot), plain.get("master"), affinity)
+    return Host(name, slots, _profile(totals), _profile(per_slot), plain.get("master"), affinity,
+                plain.get("properties_file"))
 
 
 def _classify_fields(name: str, fields: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:

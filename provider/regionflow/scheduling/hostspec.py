@@ -84,6 +84,12 @@ def _affinity_problem(value: Any) -> str | None:
     return None
 
 
+def _path_problem(value: str) -> str | None:
+    if not value.startswith("/"):
+        return "not an absolute path; give the file's full path, e.g. /home/me/cluster/app.properties"
+    return None
+
+
 def _ext_problem(amounts: dict[str, Any]) -> str | None:
     for name in amounts:
         if not NAME_RE.match(name) or name in BUILT_IN_RESOURCES:
@@ -123,6 +129,9 @@ HOST = Model("host", "a place that offers slots to the pool (a resource not give
           "(default: this machine)", non_empty=True),
     Field("affinity", ("array", "string"), f"core ids to pin a local host to (0 to {MAX_CORE_ID - 1}), a list or "
           "'0-3+8'", items="integer", minimum=0, maximum=MAX_CORE_ID - 1, check=_affinity_problem),
+    Field("properties_file", "string", "the absolute path of a file every application on the host's runtime loads, "
+          "private to its owner (e.g. an authenticated Spark master's secret); checked when used", non_empty=True,
+          check=_path_problem),
 ))
 
 

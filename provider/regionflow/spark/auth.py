@@ -15,16 +15,35 @@ pyspark sends a token only over TLS, or over gRPC's local credentials when the U
 channel itself: local credentials (the connection must be over loopback) plus the token, for any
 loopback host. The URL never carries the token, so the URLs that status lines, progress lines and
 errors show have nothing to redact.
+
+A standalone cluster regionflow starts (`standalone.StandaloneCluster`) runs with ``spark.authenticate``
+and a random secret per start (`authenticate_properties`). Its master and workers read it from the
+``spark-defaults.conf`` of their own conf dir; every application on its master needs it in its Spark
+conf (on a ``spark://`` master Spark's driver takes the secret from ``spark.authenticate.secret`` only,
+not from a file or the environment), so each one loads a properties file (``--properties-file``)
+holding it. Both files are 0600 (`write_properties`). A host names the application's file in its
+``properties_file`` field; a submission or Connect server of that host passes it after
+`properties_file_problem` found it private to this user. The workers hand the secret to executors
+through their environment; it is never on a command line, and Spark's logs redact it (its
+``spark.redaction.regex`` matches ``secret``).
 """
 from __future__ import annotations
 
 import os
 import secrets
+import stat
 import uuid
+from collections.abc import Mapping
 from typing import Any
+
+from ..core.errors import RegionflowError
 
 TOKEN_VARIABLE = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+
+class SecretFileError(RegionflowError, ValueError):
+    """A file that holds a secret cannot be used: missing, not a file, another user's, open to others."""
 
 
 def new_secret() -> str:
@@ -56,6 +75,46 @@ def read_secret(path: str) -> str | None:
             return handle.read().strip() or None
     except FileNotFoundError:
         return None
+
+
+def authenticate_properties(secret: str) -> dict[str, str]:
+    """The Spark properties that make a standalone master, its workers and an application of it
+    authenticate with `secret`."""
+    return {"spark.authenticate": "true", "spark.authenticate.secret": secret}
+
+
+def write_properties(path: str, properties: Mapping[str, str]) -> str:
+    """`properties` as a Java properties file (``key=value`` lines) at `path`, 0600 from its first byte
+    (`write_secret`); returns `path`."""
+    for key, value in properties.items():
+        if any(c in f"{key}{value}" for c in "\n\r\\") or not key or any(c in key for c in "=: "):
+            raise ValueError(f"Spark property {key!r} cannot be written as a plain properties line")
+    return write_secret(path, "".join(f"{key}={value}\n" for key, value in properties.items()))
+
+
+def properties_file_problem(path: str) -> str | None:
+    """What is wrong with `path` as a properties file holding a secret (missing, not a file, not this
+    user's, readable or writable by others), with the fix; None when it is fine."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        return f"cannot be read ({error.strerror}); start the cluster that writes it, or fix the path"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a file; name the properties file itself"
+    if info.st_uid != os.getuid():
+        return f"belongs to uid {info.st_uid}, not to this user (uid {os.getuid()}); use a file of your own"
+    if info.st_mode & 0o077:
+        return f"is open to other users (mode {stat.S_IMODE(info.st_mode):04o}); chmod 600 it"
+    return None
+
+
+def checked_properties_file(path: str, master: str) -> str:
+    """`path`, a host's properties file for applications on `master`, once `properties_file_problem`
+    finds nothing wrong with it; else a `SecretFileError` saying what and the fix."""
+    problem = properties_file_problem(path)
+    if problem is not None:
+        raise SecretFileError(f"properties_file {path!r} of the host on {master} {problem}")
+    return path
 
 
 def remote_session(url: str, token: str | None = None) -> Any:
@@ -90,4 +149,5 @@ def _token_channel(url: str, token: str) -> Any:
     return builder
 
 
-__all__ = ["TOKEN_VARIABLE", "new_secret", "read_secret", "remote_session", "write_secret"]
+__all__ = ["TOKEN_VARIABLE", "SecretFileError", "authenticate_properties", "checked_properties_file", "new_secret",
+           "properties_file_problem", "read_secret", "remote_session", "write_properties", "write_secret"]

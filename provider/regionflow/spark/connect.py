@@ -33,7 +33,7 @@ from ..core.errors import RegionflowError
 from ..localfiles import exclusive_lock, tail, write_json_atomically, write_text_atomically
 from ..processes import terminate_process_group, wait_until
 from ..scheduling.hosts import Cluster, Host
-from .auth import TOKEN_VARIABLE, new_secret, read_secret, remote_session, write_secret
+from .auth import TOKEN_VARIABLE, checked_properties_file, new_secret, read_secret, remote_session, write_secret
 from .reachability import answers, connect_server_serves
 from .server_log import EXIT_ON_OOM, log_cause
 from .sizing import sized_conf
@@ -178,6 +178,8 @@ class ConnectServer:
         if EXIT_ON_OOM not in options:
             conf["spark.driver.extraJavaOptions"] = f"{options} {EXIT_ON_OOM}".strip()
         args = [spark_submit_binary(), "--class", SERVER_CLASS, "--master", master.url]
+        if self.target.properties_file is not None:  # the host's secret, read by spark-submit, not on argv
+            args += ["--properties-file", checked_properties_file(self.target.properties_file, master.url)]
         for key, value in conf.items():
             args += ["--conf", f"{key}={value}"]
         return args + ["spark-internal"]

@@ -6,10 +6,10 @@ The same things are probed here, with the same checks (`reachability`):
 
 - session backend: the host's server serves, answering an HTTP/2 handshake (a stopped or hung server
   that still holds its port does not), and, when the host names a standalone master, that master
-  answers an RPC request (a stopped or hung master does not). A server stopped for being idle is
+  answers a request on its RPC port (a stopped or hung master does not). A server stopped for being idle is
   started again by the next attempt, so a host lost with one did not start: nothing to probe, its
   entry expires;
-- submit backend: the host's standalone master answers an RPC request;
+- submit backend: the host's standalone master answers a request on its RPC port;
 - anything else (``local[k]``, YARN, Kubernetes, a host no longer in the cluster): cannot tell (None),
   and the entry simply expires after ``blocklist_expiry``.
 """

@@ -10,9 +10,12 @@ Three probes, one module:
   frame, which every HTTP/2 server sends first; only the server process itself can send it, so a
   stopped or hung Connect server is silent here while `answers` still says yes.
 - `speaks_spark_rpc`: a standalone master (or any Spark RPC endpoint environment) really serves its
-  RPC port. The probe sends one RPC request, in Spark's transport framing, to an endpoint name nobody
-  registers; a live process answers it with an RPC failure ("could not find ..."), quietly (no error
-  in its log), and a stopped or hung one does not answer at all.
+  RPC port. The probe sends one stream request, in Spark's transport framing, for a file nobody
+  serves; a live process answers it with a stream failure ("Stream ... was not found."), quietly (no
+  error in its log), and a stopped or hung one does not answer at all. A stream request rather than
+  an RPC request because a master that authenticates (``spark.authenticate``, as regionflow's
+  standalone clusters do) answers both without the secret, the stream request quietly, but takes any
+  RPC request for a failed authentication handshake and logs an error with a stack trace for each.
 """
 from __future__ import annotations
 
@@ -35,14 +38,13 @@ _FRAME_HEADER = 9
 _SETTINGS = 0x4
 
 # Spark's RPC transport (its network-common module): a frame is its length (8 bytes, big-endian,
-# counting itself), the message type (1 byte) and the message. An RpcRequest (type 3) is a request id
-# (8 bytes), the body's length (4 bytes) and the body, which NettyRpcEnv reads as the sender's address
-# (a boolean, absent here), the receiver's address (a boolean, host as Java's writeUTF, port as an int),
-# the endpoint name (writeUTF) and the content (Java serialization; a String needs no class).
-_RPC_REQUEST, _RPC_RESPONSE, _RPC_FAILURE = 3, 4, 5
-_PROBE_ENDPOINT = "regionflow-liveness-probe"
-_PROBE_REQUEST_ID = 1
-_MAX_REPLY_BYTES = 1 << 20  # the failure's text is a stack trace of a few KiB
+# counting itself), the message type (1 byte) and the message. A StreamRequest (type 6) is the stream
+# id (a 4-byte length and UTF-8); the RPC environment's file server reads ``/files/<name>`` as a file
+# added to it, which the master has none of, and answers a StreamFailure (type 8: the stream id, then
+# the error text).
+_STREAM_REQUEST, _STREAM_RESPONSE, _STREAM_FAILURE = 6, 7, 8
+_PROBE_STREAM = "/files/regionflow-liveness-probe"
+_MAX_REPLY_BYTES = 1 << 20  # the failure's text is one line
 
 
 def answers(host: str, port: int, timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> bool:
@@ -61,17 +63,16 @@ def any_speaks_spark_rpc(addresses: Iterable[tuple[str, int]], timeout: float = 
 
 
 def speaks_spark_rpc(host: str, port: int, timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_S) -> bool:
-    """True when the process on (`host`, `port`) answers a Spark RPC request with an RPC response or
-    failure frame within `timeout` seconds in all (connecting included); False when nothing listens,
-    the process does not answer (stopped, hung) or it speaks another protocol."""
+    """True when the process on (`host`, `port`) answers a Spark transport request (a stream request)
+    with a stream response or failure frame within `timeout` seconds in all (connecting included);
+    False when nothing listens, the process does not answer (stopped, hung) or it speaks another
+    protocol."""
     deadline = time.monotonic() + timeout
     try:
-        port = int(port)
-        request = _spark_rpc_request(host, port)
-        with socket.create_connection((host, port), timeout=timeout) as connection:
-            connection.sendall(request)
+        with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+            connection.sendall(_spark_probe_request())
             header = _read_exactly(connection, _FRAME_HEADER, deadline)
-            if header is None or header[8] not in (_RPC_RESPONSE, _RPC_FAILURE):
+            if header is None or header[8] not in (_STREAM_RESPONSE, _STREAM_FAILURE):
                 return False
             # read the rest of the reply before closing: a socket closed with unread data resets the
             # connection, and the server logs a warning with a stack trace for each reset
@@ -83,19 +84,11 @@ def speaks_spark_rpc(host: str, port: int, timeout: float = DEFAULT_HANDSHAKE_TI
         return False
 
 
-def _spark_rpc_request(host: str, port: int) -> bytes:
-    """One RpcRequest frame to `_PROBE_ENDPOINT` at (`host`, `port`) (see the framing note above)."""
-    content = b"\xac\xed\x00\x05" + b"\x74" + _java_utf(_PROBE_ENDPOINT)  # Java serialization of a String
-    body = (b"\x00" + b"\x01" + _java_utf(host) + struct.pack(">i", port) + _java_utf(_PROBE_ENDPOINT)
-            + content)
-    message = struct.pack(">BqI", _RPC_REQUEST, _PROBE_REQUEST_ID, len(body)) + body
+def _spark_probe_request() -> bytes:
+    """One StreamRequest frame for `_PROBE_STREAM` (see the framing note above)."""
+    stream = _PROBE_STREAM.encode("ascii")
+    message = struct.pack(">Bi", _STREAM_REQUEST, len(stream)) + stream
     return struct.pack(">q", 8 + len(message)) + message
-
-
-def _java_utf(text: str) -> bytes:
-    """`text` as Java's DataOutput.writeUTF writes it (a 2-byte length, then the bytes; ASCII here)."""
-    encoded = text.encode("ascii")
-    return struct.pack(">H", len(encoded)) + encoded
 
 
 def _read_exactly(connection: socket.socket, size: int, deadline: float) -> bytes | None:

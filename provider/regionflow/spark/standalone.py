@@ -11,6 +11,12 @@ UIs and executors), the master's REST server is off, ports are picked free at st
 and work directories live under `work_dir`. `start()` waits until the master's JSON
 (``http://127.0.0.1:<webui>/json/``) reports every worker ALIVE.
 
+Every start makes a new random secret (``spark.authenticate``, `auth`): master and workers read it from
+the ``spark-defaults.conf`` of their own conf dir (0600), and an application is registered only when
+it presents it, which it does by loading `app_properties_path` (0600; ``--properties-file``). A host
+on this cluster names that file: `host_fields` is ``master=<url>,properties_file=<path>`` for a host
+spec. Neither file's secret is on any process's command line; `stop` removes both files.
+
 Standalone masters run PySpark drivers in client mode only: the driver runs inside spark-submit.
 """
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any
 from ..core.errors import RegionflowError
 from ..localfiles import tail
 from ..processes import kill_process_group, process_group_members, terminate_process_group
+from .auth import authenticate_properties, new_secret, write_properties
 from .connect import free_port
 from .submit_args import LOOPBACK, spark_child_env, spark_home
 
@@ -104,6 +111,7 @@ class StandaloneCluster:
         if self._daemons:
             raise StandaloneClusterError(f"the standalone cluster in {self.work_dir} is already started")
         self._prepare_dirs()
+        self._write_secret_files()
         self._master_port, self._webui_port = free_port(), free_port()
         try:
             self._daemons.append(self._spawn("master", MASTER_CLASS, self._master_args()))
@@ -122,6 +130,9 @@ class StandaloneCluster:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 daemon.process.wait(timeout=grace_seconds)
         self._daemons = []
+        for path in (self.app_properties_path, self._daemon_conf_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)  # the secret of a stopped cluster opens nothing; leave none of it about
         if self._own_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
@@ -152,6 +163,17 @@ class StandaloneCluster:
     def web_url(self) -> str:
         self._require_started()
         return f"http://{LOOPBACK}:{self._webui_port}"
+
+    @property
+    def app_properties_path(self) -> str:
+        """The properties file (0600) an application loads to be let in: ``spark.authenticate`` and the
+        secret of this start (``spark-submit --properties-file``, a host's ``properties_file``)."""
+        return os.path.join(self.work_dir, "app.properties")
+
+    @property
+    def host_fields(self) -> str:
+        """The fields of a host spec on this cluster: ``master=<url>,properties_file=<path>``."""
+        return f"master={self.master_url},properties_file={self.app_properties_path}"
 
     @property
     def pids(self) -> list[int]:
@@ -185,12 +207,22 @@ class StandaloneCluster:
         for name in ("logs", "pids", "work", "conf", "local"):
             os.makedirs(os.path.join(self.work_dir, name), exist_ok=True)
 
+    @property
+    def _daemon_conf_path(self) -> str:
+        return os.path.join(self.work_dir, "conf", "spark-defaults.conf")
+
+    def _write_secret_files(self) -> None:
+        """A new secret for this start, for master and workers (their conf dir) and applications."""
+        properties = authenticate_properties(new_secret())
+        write_properties(self._daemon_conf_path, properties)
+        write_properties(self.app_properties_path, properties)
+
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(spark_child_env(loopback=True))
         env.update({
             "SPARK_MASTER_HOST": LOOPBACK,
-            # An empty conf dir: no spark-defaults.conf or spark-env.sh from elsewhere leaks in.
+            # Its own conf dir: only the secret's spark-defaults.conf, none from elsewhere leaks in.
             "SPARK_CONF_DIR": os.path.join(self.work_dir, "conf"),
             "SPARK_LOG_DIR": os.path.join(self.work_dir, "logs"),
             "SPARK_PID_DIR": os.path.join(self.work_dir, "pids"),

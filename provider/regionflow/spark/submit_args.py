@@ -23,6 +23,11 @@ requests); `regionflow.spark.sizing` is the one mapping from it to Spark conf (o
 
 The job's own Spark conf is passed through; a key regionflow sets (listed in the error) may only be
 repeated with the same value, anything else is a `SubmitConfigError` naming the key.
+
+A host's ``properties_file`` (an authenticated standalone master's secret, `auth`) reaches spark-submit
+as ``--properties-file`` once it is found private to this user; its secret is never on the command
+line. Spark then skips ``spark-defaults.conf`` (the hook cannot add ``--load-spark-defaults``); regionflow
+sets nothing there, and host-wide settings of such a host belong in its properties file.
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from typing import Any
 
 from ..core.errors import RegionflowError, SpecError
 from ..core.resources import ResourceProfile
+from .auth import checked_properties_file
 from .cluster_managers import exclusion_conf
 from .masters import Master, MasterKind
 from .sizing import SizedConf, sized_conf
@@ -116,12 +122,14 @@ def build_submit_kwargs(
     env_vars: Mapping[str, str] | None = None,
     excluded_nodes: Sequence[str] = (),
     pod_template_file: str | None = None,
+    properties_file: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments of `SparkSubmitHook` running `application` on `slots` slots of `master`.
 
     See the module docstring for the sizing rules and for how the master reaches the hook.
     `excluded_nodes` are nodes of a YARN or Kubernetes master the executors must avoid (the job's
-    blocklist, `cluster_managers`); Kubernetes takes them through `pod_template_file`.
+    blocklist, `cluster_managers`); Kubernetes takes them through `pod_template_file`. `properties_file`
+    is the host's (see the module docstring).
     """
     _check_application(application)
     _check_slots(slots)
@@ -141,8 +149,11 @@ def build_submit_kwargs(
         "env_vars": _merged_env(target, env_vars),
         "spark_binary": spark_submit_binary(),
     }
+    if properties_file is not None:
+        kwargs["properties_file"] = checked_properties_file(properties_file, master)
     kwargs.update(_hook_args(conf))
     return kwargs
+
 
 
 def managed_conn_id(master: str) -> str:

@@ -10,6 +10,8 @@ checks the two rules that need Spark's reading:
 - ``affinity`` (cpu pinning) only on a local master, since only there the JVM runs on this machine.
 
 A host without a master runs ``local[k]``, k being its pinned cores, else its cpus (at least 1).
+A host's ``properties_file`` is the Spark properties file (``--properties-file``) of every application
+on its master; it is read, and checked to be private to this user, where it is used (`auth`).
 
 Every place that reads hosts from a user (``[regionflow] hosts``, ``--hosts``) goes through
 `parse_cluster` or `check_cluster`, so a bad master is refused when the hosts are parsed, in the
@@ -26,10 +28,12 @@ from .masters import Master, master_problem
 
 @dataclass(frozen=True)
 class SparkTarget:
-    """How Spark runs on one host: its master URL and the cpu cores a local JVM is pinned to."""
+    """How Spark runs on one host: its master URL, the cpu cores a local JVM is pinned to and the
+    properties file its applications load (an authenticated master's secret)."""
 
     master: str
     cpu_affinity: tuple[int, ...] = ()
+    properties_file: str | None = None
 
     @property
     def parsed(self) -> Master:
@@ -43,9 +47,9 @@ class SparkTarget:
 def spark_target(host: Host) -> SparkTarget:
     """The Spark master of `host` (its address, else ``local[k]``) and its cpu pinning."""
     if host.address is not None:
-        return SparkTarget(host.address, host.cpu_affinity)
+        return SparkTarget(host.address, host.cpu_affinity, host.properties_file)
     threads = len(host.cpu_affinity) or max(1, int(host.profile.cpu))
-    return SparkTarget(f"local[{threads}]", host.cpu_affinity)
+    return SparkTarget(f"local[{threads}]", host.cpu_affinity, host.properties_file)
 
 
 def host_problem(host: Host) -> str | None:

@@ -295,7 +295,7 @@ def unit_submission(task: UnitTask, task_path: str, host: Host, slots: int, job_
         py_files=py_files, name=f"regionflow {task.unit_name} {task.attempt_id}", conn_id=conn_id,
         # the attempt id tags spark-submit and all it starts, so they can be ended if this process dies (orphans)
         env_vars={**driver_env(task.job), ATTEMPT_VARIABLE: task.attempt_id}, excluded_nodes=task.excluded_nodes,
-        pod_template_file=pod_template,
+        pod_template_file=pod_template, properties_file=target.properties_file,
     )
     return RegionSubmission(ENTRY_POINT, kwargs, cpu_affinity=target.cpu_affinity, on_line=on_line,
                             forward_output=forward_output)

@@ -12,7 +12,7 @@ driver whose standalone master and worker were stopped in the middle of a job wa
 for executors 214 s later, until it was killed; a Spark Connect client whose server hangs (a
 stopped process still holds its port) waits for the reply forever. So, while an attempt runs, the
 watcher asks every `interval` seconds whatever the attempt needs on its host: its ``spark://``
-master answers an RPC request, and, on the session backend, its Spark Connect server answers an
+master answers a request on its RPC port, and, on the session backend, its Spark Connect server answers an
 HTTP/2 handshake (`reachability`; a stopped or hung process that still holds its port answers
 neither). Once that has failed for `timeout` seconds it kills the
 submission and says why. ``local[k]`` masters run on this machine and are not watched. No Airflow
@@ -33,7 +33,7 @@ from .store import CommittedUnit, PartitionStore
 
 DEFAULT_WATCH_INTERVAL_S = 1.0
 DEFAULT_HOST_LOST_TIMEOUT_S = 30.0
-MASTER_PROBE_TIMEOUT_S = 2.0  # how long a standalone master may take to answer one RPC request
+MASTER_PROBE_TIMEOUT_S = 2.0  # how long a standalone master may take to answer one probe request
 
 
 class _SubmissionWatcher:
@@ -104,7 +104,7 @@ def standalone_masters(master: str | None) -> list[tuple[str, int]]:
 
 class HostWatcher(_SubmissionWatcher):
     """Kill `submission` once its host has been silent for `timeout` seconds: none of its standalone
-    `master`'s addresses answers a Spark RPC request, or its Spark Connect server at `server_url` (``sc://``;
+    `master`'s addresses answers a Spark transport request, or its Spark Connect server at `server_url` (``sc://``;
     None with the submit backend) does not answer an HTTP/2 handshake."""
 
     def __init__(self, master: str | None, submission: Any, timeout: float = DEFAULT_HOST_LOST_TIMEOUT_S,
