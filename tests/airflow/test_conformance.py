@@ -4,10 +4,12 @@ SQLite) for the module: targeted lifecycles with the ledger's rows checked, then
 example DAGs run under both executors (the scheduler restarted in between), compared state by state."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import sqlite3
+import threading
 import time
 
 import psutil
@@ -166,11 +168,35 @@ def test_waiting_for_slots_outlasts_every_timeout_and_a_task_marked_success_mean
     assert scheduler_alive(stack)
 
 
-def idle_local_workers(stack) -> list[int]:
-    """LocalExecutor's idle worker processes in the scheduler (its process title says so)."""
+@contextlib.contextmanager
+def local_workers_paused(stack):
+    """Every process under the scheduler (LocalExecutor's workers) stopped with SIGSTOP while the block runs,
+    also one the executor starts meanwhile (checked every 20 ms; a new worker takes longer than that to read
+    its queue), so no workload handed to the workers starts; all continued at the end. Yields the pids."""
     [scheduler] = stack.pids_of("scheduler")
-    return [child.pid for child in psutil.Process(scheduler).children(recursive=True)
-            if "LocalExecutor" in " ".join(child.cmdline()) and "<idle>" in " ".join(child.cmdline())]
+    stopped: list[int] = []
+    done = threading.Event()
+
+    def stop_new_ones() -> None:
+        while not done.is_set():
+            for child in psutil.Process(scheduler).children(recursive=True):
+                if child.pid not in stopped:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child.pid, signal.SIGSTOP)
+                        stopped.append(child.pid)
+            done.wait(0.02)
+
+    watcher = threading.Thread(target=stop_new_ones, daemon=True)
+    watcher.start()
+    try:
+        wait_until(lambda: stopped, 30, "LocalExecutor's workers to be paused")
+        yield stopped
+    finally:
+        done.set()
+        watcher.join(5)
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
 
 def stuck_events(stack, dag_id, run_id) -> int:
@@ -187,16 +213,13 @@ def test_a_try_no_worker_started_is_revoked_while_a_try_waiting_longer_for_slots
     for the slot of `lost`, whose workload sits in LocalExecutor's queue while every worker is paused. Both
     stay QUEUED past task_queued_timeout (8 s): `lost` is revoked (its slot goes back; Airflow queues it
     again), `behind` is never taken for stuck and gets the cluster first, in FIFO order."""
-    warm = trigger(stack, "rf_healthy")  # LocalExecutor forks all its workers with the first task
+    warm = trigger(stack, "rf_healthy")  # LocalExecutor starts its workers with the first task
     assert stack.wait_for_run("rf_healthy", warm, timeout=300) == "success"
+    settled(stack, "rf_healthy", warm, "fine")  # its worker reported the end (a paused one could not)
     stack.wait_for_dag("rf_behind")
     stack.set_paused("rf_behind", True)
     behind = stack.trigger("rf_behind")  # its task instance exists, unscheduled while the DAG is paused
-    workers = idle_local_workers(stack)
-    assert workers
-    for pid in workers:
-        os.kill(pid, signal.SIGSTOP)
-    try:
+    with local_workers_paused(stack):
         lost = trigger(stack, "rf_lost")
         wait_until(lambda: admissions(stack, "rf_lost", lost, "lost")[0] == [("1", "granted")], 120,
                    "the lost try to get its slot")
@@ -209,9 +232,7 @@ def test_a_try_no_worker_started_is_revoked_while_a_try_waiting_longer_for_slots
                    "the revoked try's slot to go to the try that waited first")
         assert stuck_events(stack, "rf_behind", behind) == 0  # waited past the timeout, never taken for stuck
         assert admissions(stack, "rf_lost", lost, "lost")[0][0] == ("1", "released")
-    finally:
-        for pid in workers:
-            os.kill(pid, signal.SIGCONT)
+        assert marker_lines(stack, "lost", lost) == 0  # no worker ran it
     assert stack.wait_for_run("rf_behind", behind, timeout=300) == "success"
     assert task_instance(stack, "rf_behind", behind, "whole")["try_number"] == 1
     assert stack.wait_for_run("rf_lost", lost, timeout=300) in ("success", "failed")  # as LocalExecutor would

@@ -10,7 +10,7 @@ import pytest
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.spark.auth import remote_session
-from regionflow.spark.connect import SessionServers
+from regionflow.spark.connect import SessionServers, no_client_marks
 from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
 from regionflow.spark.targets import parse_cluster
 
@@ -32,24 +32,28 @@ def group_members(pgid: int) -> list[int]:
 def test_an_attempt_that_runs_its_server_out_of_memory_fails_with_the_cause_and_the_host_starts_again(tmp_path):
     cluster = parse_cluster("a:slots=1,mem=512m")
     servers = SessionServers(cluster, str(tmp_path / "sessions"), base_port=None)
-    servers.start()
     server = servers.server("a")
-    try:
-        pid = server.status().pid
-        assert pid is not None
-        options = RunOptions(data_dir=str(tmp_path / "data"), cluster=cluster, retries=0, progress=None,
-                             servers=servers)
-        with pytest.raises(RunFailed) as caught:
-            LocalRunner(JOB, Plan(load_job(JOB), "all-blocking"), options).run()
-        message = str(caught.value)
-        assert "host a lost: its Spark Connect server" in message and "exited" in message
-        assert "java.lang.OutOfMemoryError" in message and server.log_path in message
-        assert server.status().state == "down" and group_members(pid) == []  # nothing of it lingers
-        assert server.start().up  # the host is usable again
-        session = remote_session(server.url, server.token)
+    with no_client_marks():  # later classic Spark programs of this process (and their spark-submits) stay classic
+        servers.start()
         try:
-            assert session.range(3).count() == 3
+            run_out_of_memory(servers, server, cluster, tmp_path)
         finally:
-            session.stop()
+            servers.stop()
+
+
+def run_out_of_memory(servers, server, cluster, tmp_path):
+    pid = server.status().pid
+    assert pid is not None
+    options = RunOptions(data_dir=str(tmp_path / "data"), cluster=cluster, retries=0, progress=None, servers=servers)
+    with pytest.raises(RunFailed) as caught:
+        LocalRunner(JOB, Plan(load_job(JOB), "all-blocking"), options).run()
+    message = str(caught.value)
+    assert "host a lost: its Spark Connect server" in message and "exited" in message
+    assert "java.lang.OutOfMemoryError" in message and server.log_path in message
+    assert server.status().state == "down" and group_members(pid) == []  # nothing of it lingers
+    assert server.start().up  # the host is usable again
+    session = remote_session(server.url, server.token)
+    try:
+        assert session.range(3).count() == 3
     finally:
-        servers.stop()
+        session.stop()

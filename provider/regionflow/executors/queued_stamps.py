@@ -20,6 +20,10 @@ from collections.abc import Callable, Iterable
 
 STAMP_FRACTION = 1 / 3  # a waiting try's queued time is renewed once it is this fraction of the timeout old
 HANDED_FRACTION = 0.1  # a handed try is stamped when its queued time is older than this fraction of the timeout
+# A try Airflow takes for stuck less than this fraction of the timeout after it was handed to the workers was
+# selected on a queued time the executor could not renew in time (Airflow queued it a moment before the
+# executor handed it over, or a stamp failed), not because its worker never started it: it keeps its slots.
+STARTING_FRACTION = 0.5
 
 
 class QueuedStamps:
@@ -58,4 +62,4 @@ class QueuedStamps:
         return True
 
 
-__all__ = ["QueuedStamps"]
+__all__ = ["STARTING_FRACTION", "QueuedStamps"]

@@ -60,7 +60,7 @@ from .guest import (
 from .leftovers import Leftovers
 from .lost_hosts import LostHostWatch
 from .metrics import PoolMetrics
-from .queued_stamps import QueuedStamps
+from .queued_stamps import STARTING_FRACTION, QueuedStamps
 from .recovery import BlocklistMirror, GrantRecovery
 from .store_retry import OUTAGE_RETRY_S, RetryingStore, StoreRetry
 
@@ -154,14 +154,14 @@ class RegionExecutor(LocalExecutor):
 
         Should the stamps have failed to reach the database (the scheduler's stuck check came first): a try
         still waiting is withdrawn from the queue (Airflow queues it again); a try handed to the workers
-        less than the timeout ago keeps its slots, since its workload cannot be taken back from
+        less than half the timeout ago keeps its slots, since its workload cannot be taken back from
         LocalExecutor's queue (its worker's report releases them).
         """
         self._revoke(ti.key)
 
     def _revoke(self, key: Any) -> bool:
         """Revoke try `key`; False when it was handed to the workers moments ago and keeps its slots."""
-        not_stuck = self.gate.not_stuck(key, time.monotonic(), self.queued_timeout_s)
+        not_stuck = self.gate.not_stuck(key, time.monotonic(), self.queued_timeout_s * STARTING_FRACTION)
         if not_stuck is not None:
             self.log.warning("RegionExecutor: Airflow took %s for stuck, but the executor %s (its queued time "
                              "could not be renewed in time)", key, not_stuck)
