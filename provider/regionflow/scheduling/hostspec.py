@@ -130,7 +130,7 @@ HOST = Model("host", "a place that offers slots to the pool (a resource not give
     Field("affinity", ("array", "string"), f"core ids to pin a local host to (0 to {MAX_CORE_ID - 1}), a list or "
           "'0-3+8'", items="integer", minimum=0, maximum=MAX_CORE_ID - 1, check=_affinity_problem),
     Field("properties_file", "string", "the absolute path of a file every application on the host's runtime loads, "
-          "private to its owner (e.g. an authenticated Spark master's secret); checked when used", non_empty=True,
+          "private to its owner (e.g. the secret of an authenticated master); checked when used", non_empty=True,
           check=_path_problem),
 ))
 
