@@ -141,18 +141,10 @@ def orders_reference(tmp_path_factory):
 @pytest.fixture(scope="session")
 def postgres():
     """One PostgreSQL server for the whole session (Debian's postgresql, see tests/postgres.py)."""
-    import shutil
-    import tempfile
+    from postgres import throwaway_server
 
-    from postgres import PostgresServer
-
-    directory = tempfile.mkdtemp(prefix="regionflow-pg-")  # not under pytest's root-only tmp dirs
-    server = PostgresServer(directory)
-    try:
+    with throwaway_server() as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

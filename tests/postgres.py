@@ -11,7 +11,10 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 USER = "regionflow"
 
@@ -89,6 +92,19 @@ class PostgresServer:
                                 timeout=120)
         if check and result.returncode != 0:
             raise RuntimeError(f"{' '.join(command[:2])} failed ({result.returncode}): {result.stderr[-2000:]}")
+
+
+@contextmanager
+def throwaway_server(prefix: str = "regionflow-pg-") -> Iterator[PostgresServer]:
+    """A `PostgresServer` in a new directory (not under pytest's root-only tmp dirs), stopped and removed
+    afterwards."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    server = PostgresServer(directory)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _free_port() -> int:

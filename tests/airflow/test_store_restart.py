@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-import tempfile
 import threading
 import time
 from datetime import datetime
 
 import pytest
-from postgres import PostgresServer
+from postgres import throwaway_server
 from test_shared_pool import overlapping_holders
 
 from regionflow.executors.store_retry import RetryingStore, StoreRetry
@@ -32,13 +31,9 @@ pytestmark = pytest.mark.timeout(900)
 
 @pytest.fixture(scope="module")
 def server():
-    directory = tempfile.mkdtemp(prefix="regionflow-pg-restart-")  # not under pytest's root-only tmp dirs
-    postgres = PostgresServer(directory)
-    try:
+    """A PostgreSQL server of this module's own: the tests restart it (the session's serves other modules)."""
+    with throwaway_server("regionflow-pg-restart-") as postgres:
         yield postgres
-    finally:
-        postgres.stop()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
