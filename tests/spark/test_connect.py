@@ -56,6 +56,15 @@ def session(server):
     return remote_session(server.url, server.token)
 
 
+def serves(server, rows: int = 3) -> bool:
+    """A new client session of `server` (with its token) counts `rows` rows."""
+    spark = session(server)
+    try:
+        return spark.range(rows).count() == rows
+    finally:
+        spark.stop()
+
+
 def test_a_client_session_runs_jobs_on_the_servers_local_master(server):
     spark = session(server)
     try:
@@ -146,11 +155,7 @@ def test_a_session_without_the_servers_token_is_refused_and_one_with_it_runs(ser
         finally:
             with contextlib.suppress(Exception):
                 stranger.stop()
-    spark = session(server)
-    try:
-        assert spark.range(3).count() == 3
-    finally:
-        spark.stop()
+    assert serves(server)
 
 
 def test_the_token_is_in_a_0600_file_and_the_servers_environment_and_never_on_a_command_line(server):
@@ -204,11 +209,7 @@ def test_a_stopped_server_still_holds_its_port_but_no_longer_serves(server, caps
     assert server.serving()
     assert cli(["session", "status", *spec]) == 0
     assert f"{server.host.name}: up at {server.url}" in capsys.readouterr().out
-    spark = session(server)
-    try:
-        assert spark.range(2).count() == 2
-    finally:
-        spark.stop()
+    assert serves(server, 2)
 
 
 def test_a_server_stopped_for_being_idle_is_started_again_by_the_next_attempt(server, tmp_path):
@@ -230,11 +231,7 @@ def test_a_server_stopped_for_being_idle_is_started_again_by_the_next_attempt(se
     assert execution.url == server.url and "stopped for being idle; starting it again" in lines[0]
     assert server.status().up and server.status().pid != old_pid and not server.stopped_idle
     assert server.token is not None and server.token != old_token  # a new token per start
-    spark = session(server)
-    try:
-        assert spark.range(3).count() == 3
-    finally:
-        spark.stop()
+    assert serves(server)
 
 
 def test_a_server_that_went_away_without_the_idle_mark_is_a_lost_host(tmp_path):
