@@ -43,10 +43,10 @@ import threading
 import time
 from datetime import datetime
 
-from regionflow.operators.region import dag_run_outputs
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
 from regionflow.testing.slow_host import CpuHogs
+from regionflow.units.dags import dag_run_outputs
 
 SHARDS = 8
 SHARDED_TASK = "orders__clean"  # the region task with SHARDS shards

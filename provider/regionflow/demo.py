@@ -17,8 +17,8 @@ import sys
 import time
 from datetime import datetime
 
-from .operators.region import dag_run_outputs
 from .testing import EmbeddedAirflow
+from .units.dags import dag_run_outputs
 
 DAG_ID = "orders_daily"
 

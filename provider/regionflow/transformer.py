@@ -40,12 +40,13 @@ from .core.modes import ExchangeMode
 from .core.plan import Plan
 from .core.registry import register_job
 from .core.resources import ResourceProfile
-from .operators.region import RegionOperator, attach_job, attached_job
+from .operators.region import RegionOperator
 from .operators.vertex import SparkVertexOperator
 from .scheduling.fit import misfits
 from .scheduling.speculation_policy import SpeculationConfig, SpeculationPolicy, parse_switch
 from .sensors.speculation import SpeculationSensor, speculation_task_id
 from .spark.unit import UnitLayout
+from .units.dags import attach_job, attached_job
 
 log = logging.getLogger(__name__)
 

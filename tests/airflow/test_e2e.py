@@ -8,10 +8,10 @@ from datetime import datetime
 
 import pytest
 
-from regionflow.operators.region import dag_run_outputs
 from regionflow.processes import live_processes, start_ticks, wait_until
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
+from regionflow.units.dags import dag_run_outputs
 
 DAGS = os.path.join(os.path.dirname(__file__), "dags_e2e")
 MODES = ("all-blocking", "forward-pipelined-only", "pointwise-pipelined-only", "all-pipelined")

@@ -14,11 +14,11 @@ from test_e2e import run
 from test_e2e_session import task_log_file
 
 from regionflow.executors.region_executor import UNHEARD_END_GRACE_S
-from regionflow.operators.region import dag_run_outputs
 from regionflow.processes import command_line, live_processes
 from regionflow.scheduling.blocklist import EVERY_JOB
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
+from regionflow.units.dags import dag_run_outputs
 
 pytestmark = pytest.mark.timeout(900)
 HERE = os.path.dirname(__file__)

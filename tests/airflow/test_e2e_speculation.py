@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from regionflow.operators.region import dag_run_outputs
 from regionflow.store import RegionflowStore, job_id_for
 from regionflow.testing import EmbeddedAirflow
 from regionflow.testing.slow_host import CpuHogs
+from regionflow.units.dags import dag_run_outputs
 
 DAGS = os.path.join(os.path.dirname(__file__), "dags_speculation")
 DAG_ID = "orders_speculation"

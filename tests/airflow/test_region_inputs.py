@@ -10,7 +10,8 @@ from regionflow.config import RegionflowConfig
 from regionflow.core.errors import RegionflowError
 from regionflow.examples import orders as job
 from regionflow.operators import SparkVertexOperator, hash_by
-from regionflow.operators.region import PreparedUnit
+from regionflow.units.dags import JobSource
+from regionflow.units.opened import OpenedUnit
 
 
 def test_a_shard_whose_inputs_were_released_fails_at_once_with_the_fix(tmp_path):
@@ -22,16 +23,16 @@ def test_a_shard_whose_inputs_were_released_fails_at_once_with_the_fix(tmp_path)
         counts = SparkVertexOperator(task_id="counts", parallelism=2, fn=job.count_per_customer, sink="c")
         orders >> hash_by("customer_id") >> counts
     result = regionflow.transform(dag, mode="all-blocking", config=config)
-    producer = PreparedUnit(dag, "r1", "all-blocking", 0, 1, 0, config)
-    consumer = PreparedUnit(dag, "r1", "all-blocking", 1, 1, 0, config)
+    producer = OpenedUnit(JobSource.of(dag), "r1", "all-blocking", 0, 1, 0, config)
+    consumer = OpenedUnit(JobSource.of(dag), "r1", "all-blocking", 1, 1, 0, config)
     assert result.plan.graph.vertices["counts"].parallelism == 2
     store = producer.partitions
     (dataset,) = consumer.layout.producer_datasets(consumer.unit, store)
     attempt = store.attempt_dir(producer.key, "a1")
     store.fs.mkdirs(f"{attempt}/{dataset.rsplit('/', 1)[1]}/_rf_unit={consumer.unit}")
     store.commit(producer.key, "a1", {})
-    assert consumer.unit_task(slots=1).input_bytes == 0  # nothing released yet: the shard may run
+    assert consumer.unit_task(slots=1).task.input_bytes == 0  # nothing released yet: the shard may run
     store.release([dataset])
-    again = PreparedUnit(dag, "r1", "all-blocking", 1, 1, 0, config)  # a cleared task: a new process
+    again = OpenedUnit(JobSource.of(dag), "r1", "all-blocking", 1, 1, 0, config)  # a cleared task: a new process
     with pytest.raises(RegionflowError, match="input partitions were released.*trigger a new DAG run"):
         again.unit_task(slots=1)

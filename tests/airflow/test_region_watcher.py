@@ -1,5 +1,6 @@
-"""RegionOperator.execute with a fake Spark submission: the commit watcher, a copy that wins, the original
-failing while a copy runs, and pending copies cancelled once the shard committed."""
+"""The unit-run service's settling with a recording backend double (no Spark, no Airflow): the commit
+watcher, a copy that wins, the original failing while a copy runs, and pending copies cancelled once the
+shard committed. The RegionOperator is a thin Airflow wrapper around this service."""
 from __future__ import annotations
 
 import threading
@@ -8,10 +9,13 @@ from types import SimpleNamespace
 import pytest
 from speculation_fakes import FakeSubmission, commits_at_once, fails, runs_until_killed
 
-from regionflow.operators.region import RegionOperator, RegionTaskFailed
+from regionflow.config import RegionflowConfig
+from regionflow.operators.region import RegionTaskFailed
 from regionflow.spark.store import PartitionStore
 from regionflow.spark.task import UnitTask
 from regionflow.store import CopyState, RegionflowStore
+from regionflow.units.service import Placement, TryRef, UnitRunService
+from regionflow.units.tasks import BuiltTask
 
 RUN_KEY = "d--r1"
 
@@ -26,20 +30,21 @@ class FakeLog:
     info = warning = error = debug = exception = _add
 
 
-class FakePrepared:
+class FakeOpened:
+    """An opened unit without a plan: the service only asks it for its task, paths, sinks and inputs."""
+
     def __init__(self, data_dir: str):
-        self.layout, self.unit = None, 1
         self.partitions = PartitionStore(data_dir, RUN_KEY)
         self.key, self.name = "u1", "t[1]"
         self.data_dir = data_dir
-        self.grant_decision = None  # PreparedUnit's: the unit has no adaptive vertex
 
     def claim_sinks(self):
         pass
 
-    def unit_task(self, *, slots, host="", attempt_id=""):
-        return UnitTask(job="x:y", mode="all-blocking", run_id=RUN_KEY, data_dir=self.data_dir, unit_key=self.key,
+    def unit_task(self, *, slots, host="", attempt_id="", excluded_nodes=None):
+        task = UnitTask(job="x:y", mode="all-blocking", run_id=RUN_KEY, data_dir=self.data_dir, unit_key=self.key,
                         unit_name=self.name, regions=[1], attempt_id=attempt_id, host=host)
+        return BuiltTask(task, SimpleNamespace(values={}, reason=""))
 
     def task_path(self, attempt_id):
         return f"{self.data_dir}/{attempt_id}.json"
@@ -47,35 +52,39 @@ class FakePrepared:
     def py_files(self, task):
         return []
 
+    def release_inputs(self):
+        return 0, 0
+
+
+class RecordingBackend:
+    """The attempt backend double: records each (task, host) and plays `behaviour(task)`."""
+
+    name = "recording"
+
+    def __init__(self, behaviour):
+        self.behaviour, self.made = behaviour, []
+
+    def prepare(self, task, task_path, host, slots, on_line):
+        self.made.append((task, host.name))
+        return FakeSubmission(self.behaviour(task))
+
 
 @pytest.fixture
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("AIRFLOW__REGIONFLOW__HOSTS", "a:slots=2;b:slots=2")
-    monkeypatch.setenv("AIRFLOW__REGIONFLOW__STORE_URL", f"sqlite:///{tmp_path}/regionflow.db")
-    monkeypatch.setenv("AIRFLOW__REGIONFLOW__DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("AIRFLOW__REGIONFLOW__BACKEND", "submit")  # the submission double stands in for spark-submit
-    prepared = FakePrepared(str(tmp_path / "data"))
-    monkeypatch.setattr("regionflow.operators.region.PreparedUnit.of", classmethod(lambda cls, *a, **k: prepared))
-    monkeypatch.setattr(RegionOperator, "_granted",
-                        lambda self, store, ti, config, layout, unit: (None, config.cluster.host("a"), 1))
-    log = FakeLog()
-    monkeypatch.setattr(RegionOperator, "log", log)
-    return SimpleNamespace(prepared=prepared, log=log, store=RegionflowStore(f"sqlite:///{tmp_path}/regionflow.db"),
-                           monkeypatch=monkeypatch)
+def env(tmp_path):
+    config = RegionflowConfig.from_values(lambda name: {
+        "hosts": "a:slots=2;b:slots=2", "store_url": f"sqlite:///{tmp_path}/regionflow.db",
+        "data_dir": str(tmp_path / "data"), "backend": "submit"}.get(name, ""), airflow_home=str(tmp_path))
+    return SimpleNamespace(config=config, opened=FakeOpened(str(tmp_path / "data")), log=FakeLog(),
+                           store=RegionflowStore(f"sqlite:///{tmp_path}/regionflow.db"))
 
 
 def run(env, behaviour):
-    made = []
-
-    def fake_unit_submission(task, task_path, host, slots, job_conf, py_files, **kwargs):
-        made.append((task, host.name))
-        return FakeSubmission(behaviour(task))
-
-    env.monkeypatch.setattr("regionflow.spark.backends.unit_submission", fake_unit_submission)
-    op = RegionOperator(task_id="t", mode="all-blocking", logical=0, max_shards=2, shard=1, watch_interval=0.02)
-    context = {"dag": SimpleNamespace(dag_id="d"), "run_id": "r1",
-               "ti": SimpleNamespace(id="ti-1", try_number=1, task_id="t", map_index=1)}
-    return op.execute(context), made
+    backend = RecordingBackend(behaviour)
+    service = UnitRunService(env.config, env.store, env.log, backend=backend)
+    ref = TryRef("d", "r1", "t", 1, "ti-1", 1)
+    result = service.run(env.opened, ref, "try1-aa", placement=Placement(None, env.config.cluster.host("a"), 1),
+                         watch_interval=0.02)
+    return result.to_dict(), backend.made
 
 
 def copy_commits_after(env, seconds, attempt="spec1-cc", host="b", request=None):
@@ -83,7 +92,7 @@ def copy_commits_after(env, seconds, attempt="spec1-cc", host="b", request=None)
         if request is not None:
             env.store.mark_copy(request, "granted", host=host)
             env.store.mark_copy(request, "running", attempt_id=attempt)
-        commits_at_once(env.prepared.partitions, "u1", attempt, host)(None)
+        commits_at_once(env.opened.partitions, "u1", attempt, host)(None)
         if request is not None:
             env.store.mark_copy(request, "won")
     threading.Timer(seconds, go).start()
@@ -125,7 +134,7 @@ def test_the_original_failing_without_a_copy_fails_the_task(env):
 
 def test_the_original_committing_first_cancels_pending_copies(env):
     request = ask_copy(env)
-    result, made = run(env, lambda task: commits_at_once(env.prepared.partitions, "u1", task.attempt_id, "a"))
+    result, made = run(env, lambda task: commits_at_once(env.opened.partitions, "u1", task.attempt_id, "a"))
     assert result["winner"] == result["attempt"] and made[0][1] == "a"
     assert env.store.copy_request(request).state is CopyState.CANCELLED
     [original] = env.store.attempts("d", "r1", "t")

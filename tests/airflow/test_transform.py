@@ -423,7 +423,7 @@ def test_region_tasks_carry_the_job_which_stays_out_of_the_serialized_dag(config
     from airflow.serialization.serialized_objects import DagSerialization
 
     from regionflow.core.registry import JobRegistry, collecting, current_registry
-    from regionflow.operators.region import JOB_ATTRIBUTE, attached_job, registered_job
+    from regionflow.units.dags import JOB_ATTRIBUTE, attached_job, registered_job
 
     dag, result = example(config)
     graph = result.plan.graph

@@ -31,13 +31,13 @@ from ..scheduling.errors import UnfulfillableBulk
 from ..scheduling.hosts import Host
 from ..scheduling.pool import Bulk, Grant, SlotPool
 from ..spark.attempt import Attempt
-from ..spark.backends import configured_backend
 from ..spark.store import PartitionStore
 from ..spark.task import UnitTask
 from ..spark.unit import grant_target
 from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
 from ..store import COPY_PREFIX, CopyRequestRecord, CopyState, RegionflowStore, StoreError
 from ..store.recorder import StoreRecorder
+from ..units.attempts import attempt_on_config
 from .leftovers import Leftovers
 from .shared_pool import copy_job
 
@@ -275,11 +275,13 @@ class CopyRunner:
     def _attempt_on_backend(self, launch: CopyLaunch) -> Attempt:
         """The default factory: an `Attempt` on the configured backend (session or submit)."""
         request = launch.request
-        backend = configured_backend(self.config, dict(request.spark_conf), lambda: list(request.py_files),
-                                     forward_output=False)
-        self.log.info("RegionExecutor: speculative copy %s uses the %s backend", request.bulk_id, backend.name)
-        return Attempt(launch.task, launch.task_path, launch.host, launch.slots, backend, launch.partitions,
-                       recorder=launch.recorder, host_lost_timeout=self.host_lost_timeout)
+        attempt = attempt_on_config(self.config, launch.task, launch.task_path, launch.host, launch.slots,
+                                    launch.partitions, job_conf=dict(request.spark_conf),
+                                    py_files=lambda: list(request.py_files), recorder=launch.recorder,
+                                    forward_output=False, host_lost_timeout=self.host_lost_timeout)
+        self.log.info("RegionExecutor: speculative copy %s uses the %s backend", request.bulk_id,
+                      attempt.backend.name)
+        return attempt
 
     def _mark(self, request_id: int, state: CopyState, message: str | None = None) -> None:
         try:

@@ -19,7 +19,7 @@ Partition release: a blocking group may be deleted once every consumer unit of i
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -166,6 +166,19 @@ class RegionScheduler:
         for state in self.state:
             result[state.value] += 1
         return result
+
+    def input_producers(self, unit: int) -> list[int]:
+        """The readiness rule, asked by a runner that learns of finishes from elsewhere (one Airflow task per
+        unit reads commits): the units that must finish before `unit` may start. They are the producers of
+        every group it reads from outside, but itself (a unit that also writes into a group it reads only
+        waits for the others). `on_finished` applies the same rule event by event."""
+        return sorted({p for group, _ in self.consumed[unit] for p in self.group_producers[group] if p != unit})
+
+    def group_released(self, group: int, finished: Callable[[int], bool]) -> bool:
+        """The release rule, asked likewise: a group's partitions may be deleted once every consumer unit
+        of it has finished (a group internal to one unit has no consumer listed here: it goes with its
+        unit). `on_finished` reports the same groups event by event (`Progress.released_groups`)."""
+        return all(finished(consumer) for consumer in self.group_consumers.get(group, ()))
 
     def unit_name(self, unit: int) -> str:
         regions = self.units[unit]

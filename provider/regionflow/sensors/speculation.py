@@ -8,7 +8,7 @@ index), runs the pure detector (`scheduling.speculation.detect`), and for every 
   lands there meanwhile;
 * asks for one speculative copy of the shard (`RegionflowStore.request_copy`) unless the shard
   already has an open one. The sensor prepares the copy's unit task file (everything but host and
-  attempt id, via `PreparedUnit`, the same code the region task uses), and the executor runs it
+  attempt id, via the unit-run service's `OpenedUnit`, as the region task opens it), and the executor runs it
   once its slot bulk is granted. The Airflow execution API refuses to start a task instance that
   is not QUEUED, so a copy cannot be a second run of the task instance: regionflow launches it.
 
@@ -150,14 +150,15 @@ class SpeculationSensor(BaseSensorOperator):
     def write_copy_template(self, context: Any, rf_config: RegionflowConfig, shard: int,
                             slots: int) -> dict[str, Any]:
         """Write the copy's unit task file (host and attempt left for the executor)."""
-        from ..operators.region import PreparedUnit
+        from ..units.dags import JobSource  # the task process of a poke that asks for a copy only
+        from ..units.opened import OpenedUnit
 
-        prepared = PreparedUnit.of(context["dag"], context["run_id"], self.region_mode, self.logical,
-                                   self.max_shards, shard, rf_config)
-        task = prepared.unit_task(slots=slots)
-        path = os.path.join(prepared.work_dir, f"{prepared.key}-copy-{uuid.uuid4().hex[:8]}.template.json")
+        opened = OpenedUnit(JobSource.of(context["dag"]), context["run_id"], self.region_mode, self.logical,
+                            self.max_shards, shard, rf_config)
+        task = opened.unit_task(slots=slots).task
+        path = os.path.join(opened.work_dir, f"{opened.key}-copy-{uuid.uuid4().hex[:8]}.template.json")
         task.write(path)
-        return {"unit_key": prepared.key, "path": path, "py_files": prepared.py_files(task)}
+        return {"unit_key": opened.key, "path": path, "py_files": opened.py_files(task)}
 
     def region_finished(self, context: Any) -> bool:
         ti = context.get("ti")

@@ -18,9 +18,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from ..core.adaptive import decided
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
@@ -29,11 +28,13 @@ from ..scheduling.errors import SchedulingError
 from ..scheduling.fit import misfits
 from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
+from ..units.attempts import new_attempt
+from ..units.tasks import UnitTaskBuilder
 from .attempt import Attempt, AttemptOutcome, Backend, result_reason
 from .backends import SessionBackend, SubmitBackend
 from .cluster_managers import excluded_nodes
 from .connect import SessionServers
-from .descriptors import DescriptorCache, PartitionLocation
+from .descriptors import DescriptorCache
 from .filesystems import local_path
 from .program import resolve_sink_path
 from .pyfiles import build_py_files
@@ -150,6 +151,8 @@ class LocalRunner:
         self.hosts = {host.name: host for host in options.cluster}
         self.pool = SlotPool(options.cluster)
         self.descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
+        self.tasks = UnitTaskBuilder(job_reference, self.layout, self.store, options.data_dir, self.descriptors,
+                                     lambda producer_unit: self.unit_host.get(producer_unit, ""))
         self.events: queue.Queue = queue.Queue()
         self.live: dict[int, tuple[str, Attempt]] = {}  # unit -> (bulk id, its running attempt)
         self.servers: SessionServers | None = None
@@ -253,25 +256,17 @@ class LocalRunner:
 
     def _attempt(self, unit: int, target: GrantTarget, attempt_id: str) -> Attempt:
         host = target.host
-        input_bytes = self.layout.input_bytes(unit, self.store) if self.scheduler.consumed[unit] else None
-        layout, at, decision = self.layout.at_grant(unit, target.slots, input_bytes)
-        if decision.values:
-            self._progress(f"{self.runs[unit].name}: adaptive parallelism {decision.reason}")
-        width = layout.width(at, self.largest_host)
-        task = UnitTask(job=self.job_reference, mode=self.plan.mode.value, run_id=self.run_id,
-                        data_dir=self.options.data_dir, unit_key=self.keys[unit], unit_name=self.runs[unit].name,
-                        regions=list(layout.shards[at].regions), attempt_id=attempt_id, host=host.name,
-                        width=width, inputs=self._input_descriptors(layout, at), slots=target.slots,
-                        input_bytes=input_bytes,
-                        max_shards=self.options.max_shards, slot_request=layout.slot_request(at, width),
-                        parallelism=decided(layout.plan.graph), subtasks=layout.plan.topology.subtask_count,
-                        excluded_nodes=excluded_nodes(host, self.options.cluster.hosts,
-                                                      lambda: self.pool.blocklist.hosts_for(self.plan.graph.name)))
+        built = self.tasks.build(unit, slots=target.slots, width_slots=self.largest_host, host=host.name,
+                                 attempt_id=attempt_id, excluded_nodes=excluded_nodes(
+                                     host, self.options.cluster.hosts,
+                                     lambda: self.pool.blocklist.hosts_for(self.plan.graph.name)))
+        if built.decision.values:
+            self._progress(f"{self.runs[unit].name}: adaptive parallelism {built.decision.reason}")
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
         self.log_paths[unit] = log_path
         assert self.backend is not None, "run() chooses the backend before the first attempt"
-        return Attempt(task, os.path.join(self.work_dir, f"{self.keys[unit]}-{attempt_id}.json"), host,
-                       target.slots, self.backend, self.store, on_line=_line_writer(log_path))
+        return new_attempt(built.task, os.path.join(self.work_dir, f"{self.keys[unit]}-{attempt_id}.json"), host,
+                           target.slots, self.backend, self.store, on_line=_line_writer(log_path))
 
     def _run_attempt(self, unit: int, attempt: Attempt) -> None:
         try:
@@ -334,19 +329,6 @@ class LocalRunner:
             attempt.cancel(wait=True)
 
     # ---- data -------------------------------------------------------------------------------------
-
-    def _input_descriptors(self, layout: UnitLayout, unit: int) -> dict[str, dict[str, Any]]:
-        """The unit's input descriptor references. A unit whose grant changed its plan
-        (`UnitLayout.at_grant`) has its own layout, whose partition groups are numbered differently: a
-        cache of its own (blobs are named by content)."""
-        own = layout is self.layout
-        descriptors = self.descriptors if own else DescriptorCache(self.descriptors.blob_dir)
-        scheduler = self.scheduler if own else layout.scheduler()
-        host_of = lambda producer_unit: self.unit_host.get(producer_unit, "")  # noqa: E731
-        # the cast only types the lambda: mypy cannot infer one with a default argument (g=g) from its context
-        return {str(g): descriptors.ref_for(g, cast("Callable[[], list[PartitionLocation]]",
-                                                    lambda g=g: layout.locations(g, self.store, host_of)))
-                for g, _ in scheduler.consumed[unit]}
 
     def _release(self, groups: list[int]) -> None:
         if self.options.keep_partitions:

@@ -142,9 +142,9 @@ class UnitLayout:
 
     def releasable(self, unit: int, store: PartitionStore) -> list[str]:
         """Once `unit` has committed: the datasets of the producer units it read (one per producer unit and
-        edge) every consumer unit of which has committed. Flink's release rule, decided from the
-        store's commits, so separate processes (one Airflow task per unit) agree."""
-        consumers = self._consumers_by_group()
+        edge) whose every group on that edge the strategy's release rule lets go (`RegionScheduler.
+        group_released`), a unit counting as finished once it has committed in the store, so separate
+        processes (one Airflow task per unit) agree."""
         done: dict[int, bool] = {}
 
         def committed(consumer: int) -> bool:
@@ -152,16 +152,18 @@ class UnitLayout:
                 done[consumer] = store.committed(self.keys[consumer]) is not None
             return done[consumer]
 
+        strategy = self.strategy
         return [store.partition_path(self.keys[producer], edge) for producer, edge in self._producers_read(unit)
-                if all(committed(c) for g in self._groups_written(producer, edge) for c in consumers.get(g, ()))]
+                if all(strategy.group_released(g, committed) for g in self._groups_written(producer, edge))]
 
     def producer_datasets(self, unit: int, store: PartitionStore) -> list[str]:
         """The committed datasets the unit reads: one per producer unit and edge."""
         return [store.partition_path(self.keys[producer], edge) for producer, edge in self._producers_read(unit)]
 
     def producer_units(self, unit: int) -> list[int]:
-        """The units of other logical regions whose partitions `unit` reads."""
-        return sorted({producer for producer, _ in self._producers_read(unit)})
+        """The units whose partitions `unit` reads from outside: what it waits for (the strategy's readiness
+        rule, `RegionScheduler.input_producers`)."""
+        return self.strategy.input_producers(unit)
 
     def reads_part_of_upstream(self, logical: int) -> bool:
         """Whether a shard of logical region `logical` reads the partitions of only some of the shards of
@@ -194,16 +196,15 @@ class UnitLayout:
         return list(pairs)
 
     @cached_property
+    def strategy(self) -> RegionScheduler:
+        """The strategy over this layout's units, for its rules as queries (not for events: `scheduler()`
+        gives a runner a fresh one)."""
+        return self.scheduler()
+
+    @cached_property
     def consumed_groups(self) -> list[list[int]]:
         """Per unit, the partition groups it reads from other units."""
-        return [[group for group, _ in groups] for groups in self.scheduler().consumed]
-
-    def _consumers_by_group(self) -> dict[int, set[int]]:
-        consumers: dict[int, set[int]] = {}
-        for unit, groups in enumerate(self.consumed_groups):
-            for group in groups:
-                consumers.setdefault(group, set()).add(unit)
-        return consumers
+        return [[group for group, _ in groups] for groups in self.strategy.consumed]
 
     def released_paths(self, group_index: int, store: PartitionStore) -> list[str]:
         """Called once per released partition group: the edge datasets of the producer units that
