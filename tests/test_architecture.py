@@ -77,3 +77,21 @@ def test_scheduling_names_no_spark():
 def test_no_module_level_job_registry():
     graph = (PACKAGE / "core" / "graph.py").read_text()
     assert "REGISTERED_JOBS" not in graph and "_IMPORTING" not in graph
+
+
+def test_the_unit_run_service_imports_no_airflow_and_no_airflow_adapter():
+    adapters = ("airflow", "regionflow.operators", "regionflow.executors", "regionflow.sensors", "regionflow.triggers",
+                "regionflow.cli", "regionflow.ui", "regionflow.transformer", "regionflow.testing")
+    offenders = [f"units/{path.name}: {name}" for path in _modules(PACKAGE / "units") for name in _imports(path)
+                 if any(name == a or name.startswith(a + ".") for a in adapters)]
+    assert offenders == []
+
+
+def test_one_unit_run_one_attempt_factory_and_a_thin_region_operator():
+    """Attempts are built in units/attempts.py only, a unit's task at a grant in units/tasks.py only (the
+    runner's one other UnitTask is the plain PySpark reference run's, which is not a unit), and the
+    RegionOperator keeps Airflow's part only."""
+    built = {name: sorted(str(path.relative_to(PACKAGE)) for path in _modules() if pattern in path.read_text())
+             for name, pattern in (("Attempt", " Attempt(task"), ("UnitTask", "UnitTask(job=self."))}
+    assert built == {"Attempt": ["units/attempts.py"], "UnitTask": ["units/tasks.py"]}
+    assert len((PACKAGE / "operators" / "region.py").read_text().splitlines()) <= 150
