@@ -42,6 +42,23 @@ def test_the_commit_records_every_file_and_an_unchanged_unit_passes(tmp_path):
     check_partition(store.fs, store.partition_path("producer", 3), "_rf_unit=0")
 
 
+def test_a_consumer_reading_two_edges_of_one_producer_reads_its_manifest_once(tmp_path):
+    store, _ = committed_unit(tmp_path)
+    reads = []
+
+    class CountingFs(type(store.fs)):
+        def read_text(self, path):
+            reads.append(path)
+            return super().read_text(path)
+
+    fs, manifests = CountingFs(), {}
+    check_partition(fs, store.partition_path("producer", 3), "_rf_unit=0", manifests)
+    check_partition(fs, store.partition_path("producer", 4), None, manifests)
+    assert [os.path.basename(path) for path in reads] == ["_manifest.json"]
+    check_partition(fs, store.partition_path("producer", 3), "_rf_unit=0")  # no cache: read again
+    assert len(reads) == 2
+
+
 def test_a_truncated_or_missing_file_is_named_with_its_producer_and_only_where_it_is_read(tmp_path):
     store, unit = committed_unit(tmp_path)
     damaged = os.path.join(unit.path, "e3", "_rf_unit=1", "part-00000.parquet")

@@ -77,6 +77,7 @@ class UnitComputer:
 
     def __init__(self, spark, plan: Plan, task: UnitTask, store: PartitionStore, attempt_dir: str) -> None:
         self.spark = spark
+        self._manifests: dict[str, Any] = {}  # producer unit dir -> its manifest (read once per attempt)
         self.plan = plan
         self.topology = plan.topology
         self.task = task
@@ -215,7 +216,7 @@ class UnitComputer:
         frames = []
         for dataset in datasets:  # each checked against its producer's commit first (`integrity`)
             part = None if broadcast else f"{UNIT_COLUMN}={self.unit_index}"
-            check_partition(self.store.fs, dataset, part)
+            check_partition(self.store.fs, dataset, part, self._manifests)
             frame = (self.spark.read.schema(schema).options(**VERIFY_PAGE_CHECKSUMS).option("basePath", dataset)
                      .parquet(dataset))
             if not broadcast:  # this unit's directory only: partition pruning

@@ -71,11 +71,19 @@ def damage(fs: FileSystem, unit_dir: str, manifest: dict[str, Any], under: str =
     return None
 
 
-def check_partition(fs: FileSystem, dataset: str, part: str | None) -> None:
+def check_partition(fs: FileSystem, dataset: str, part: str | None,
+                    manifests: dict[str, Any] | None = None) -> None:
     """Before reading `part` (a consumer unit's directory name, or None for all) of the partition dataset
-    `dataset` (``.../units/<unit>/e<edge>``): raise `PartitionCorrupted` if its files are not as committed."""
+    `dataset` (``.../units/<unit>/e<edge>``): raise `PartitionCorrupted` if its files are not as committed.
+    `manifests` (unit dir -> its manifest) keeps each producer's manifest read once per consumer attempt
+    when it reads several edges of one producer unit."""
     unit_dir, _, edge_dir = dataset.rstrip("/").rpartition("/")
-    manifest = read_json(fs, join(unit_dir, MANIFEST))
+    if manifests is None:
+        manifest = read_json(fs, join(unit_dir, MANIFEST))
+    else:
+        if unit_dir not in manifests:
+            manifests[unit_dir] = read_json(fs, join(unit_dir, MANIFEST))
+        manifest = manifests[unit_dir]
     if manifest is None:
         raise PartitionCorrupted(f"partition {dataset} has no committed manifest in {unit_dir}: its producer unit "
                                  f"was removed after it committed; run the producer unit again")
