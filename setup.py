@@ -31,6 +31,8 @@ INSTALL_REQUIRES = [
     # Airflow 3.3 needs sqlalchemy[asyncio]>=2.0.50; stay on the 2.0 series
     # that Airflow is developed and tested against (2.1 changes defaults).
     "SQLAlchemy>=2.0.50,<2.1",
+    # the store's schema migrations (regionflow/store/migrations); Airflow 3.3 itself needs the same range
+    "alembic>=1.13.1,<2",
 ]
 
 # [tpch]: TPC-H data generated offline (CALL dbgen) and its official answers (tpch_answers()); the two

@@ -4,6 +4,8 @@
 - executors/ never imports the transformer (they meet through regionflow.contract);
 - core/ and scheduling/ import only the standard library and regionflow.core / regionflow.scheduling;
 - no Spark name in scheduling/ (it knows hosts, slots and profiles only; Spark lives in spark/);
+- store/ imports neither Airflow nor PySpark (task processes and the CLI open it), but for the DB manager that
+  only Airflow loads (store/db_manager.py);
 - no process-global job registry (core/registry.py: an object, collected through a context).
 """
 from __future__ import annotations
@@ -71,6 +73,13 @@ def test_core_and_scheduling_import_only_the_standard_library_and_themselves():
 def test_scheduling_names_no_spark():
     offenders = [f"{path.name}:{number}" for path in _modules(PACKAGE / "scheduling")
                  for number, line in enumerate(path.read_text().splitlines(), start=1) if "spark" in line.lower()]
+    assert offenders == []
+
+
+def test_the_store_imports_no_airflow_and_no_pyspark_but_in_its_db_manager():
+    offenders = [f"{path.relative_to(PACKAGE)}: {name}" for path in _modules(PACKAGE / "store")
+                 if path.name != "db_manager.py" for name in _imports(path)
+                 if name.split(".")[0] in ("airflow", "pyspark")]
     assert offenders == []
 
 

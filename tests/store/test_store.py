@@ -100,8 +100,8 @@ def test_schema_version_is_one_row_and_create_all_is_idempotent(store, db_path):
 def test_a_store_from_another_schema_version_is_refused(sqlite_store, db_path):
     store = sqlite_store  # a SQLite file (the test reopens or inspects it)
     store.create_all()
-    with sqlite3.connect(db_path) as raw:
-        raw.execute("UPDATE schema_version SET version = 99")
+    with sqlite3.connect(db_path) as raw:  # the store's Alembic revision of schema version 99
+        raw.execute("UPDATE regionflow_alembic_version SET version_num = '0099'")
     with pytest.raises(StoreError, match=f"schema version 99.*uses version {SCHEMA_VERSION}"):
         RegionflowStore(f"sqlite:///{db_path}").grants()
 

@@ -1,7 +1,9 @@
 """regionflow's store: its own state in its own database (grants, attempts, commits, blocklist, metrics).
 
 Airflow task processes cannot use Airflow's ORM, so the executor, the task processes and the UI
-plugin share this store instead. Import-safe everywhere: no Airflow and no PySpark imports.
+plugin share this store instead. Import-safe everywhere: no Airflow and no PySpark imports (but for
+`db_manager`, which only Airflow loads: ``airflow db migrate`` keeps a store that lives in Airflow's
+database). Its schema migrations are Alembic's (`migrate`, `migrations/`).
 
     store = RegionflowStore.from_config(url=None, airflow_home="/path/to/airflow_home")
     store.record_waiting(bulk_id, dag_id=..., run_id=..., task_id=..., try_number=1, label=..., requests=[...])

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Select, inspect, select
+from sqlalchemy import Select, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
@@ -45,8 +45,8 @@ from .grant_rows import (
     plain_request,
     release_row,
 )
-from .migrate import check_schema_version
-from .models import Attempt, Base, Commit, Grant, SchemaVersion
+from .migrate import check_schema, open_schema, read_schema
+from .models import SCHEMA_VERSION, Attempt, Commit, Grant
 from .records import (
     ATTEMPT_END_STATES,
     AttemptRecord,
@@ -94,7 +94,8 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
     # ----------------------------------------------------------------------------- schema
 
     def create_all(self) -> None:
-        """Create the tables and the schema_version row if missing; runs once per instance."""
+        """Create the store if the database is empty (stamp a current one from before Alembic), or check
+        that it is at this regionflow's schema version; runs once per instance."""
         with self._schema_lock:
             if self._schema_ready:
                 return
@@ -103,8 +104,10 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
 
     @retry_when_locked
     def schema_version(self) -> int:
+        """The store's schema version (this regionflow's: the store is not opened at another)."""
         with self._read() as session:
-            return session.scalars(select(SchemaVersion.version)).one()
+            version = check_schema(read_schema(session.connection()), self.url)
+            return SCHEMA_VERSION if version is None else version
 
     def _create_schema(self) -> None:
         # Most opens find the schema in place: check that under a read lock, so many task processes
@@ -115,8 +118,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
             if self._schema_in_place():
                 return
             with Session(self._write_engine) as session, session.begin():
-                Base.metadata.create_all(session.connection())
-                check_schema_version(session, self.url, self._clock())
+                open_schema(session.connection(), self.url, self._clock())
         except OperationalError as error:
             raise StoreError(
                 f"cannot open regionflow's store at {self.url!r}: {error.orig}; check that the "
@@ -124,12 +126,11 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
             ) from error
 
     def _schema_in_place(self) -> bool:
+        """Whether the store is at this version (else it needs creating or stamping); raises if it is at
+        another."""
         with Session(self._engine) as session, session.begin():
-            tables = set(inspect(session.connection()).get_table_names())
-            if not tables.issuperset(Base.metadata.tables):
-                return False
-            check_schema_version(session, self.url, self._clock(), create=False)
-            return True
+            found = read_schema(session.connection())
+            return check_schema(found, self.url) is not None and found.revision is not None
 
     # ----------------------------------------------------------------------------- grants
 

@@ -3,7 +3,11 @@
 Only the store's own modules (`ledger.py` and its parts) touch these classes; everything else gets
 frozen records. Plain column types
 (strings, integers, doubles, JSON) keep the schema portable between SQLite and server databases.
-Bump SCHEMA_VERSION whenever a table changes, so a later migration can tell versions apart.
+
+Alembic migrates the schema (`migrations/`, `migrate.py`): schema version N is revision ``f"{N:04d}"``,
+recorded in the table `VERSION_TABLE`. To change a table: change its model here, add a revision
+``migrations/versions/NNNN_<what>.py`` (down_revision: the previous one) that makes the change and sets
+schema_version's row to N, raise SCHEMA_VERSION to N and add the old version to MIGRATABLE_FROM.
 """
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from sqlalchemy import JSON, BigInteger, Boolean, Double, Index, Integer, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 SCHEMA_VERSION = 3  # 2: copy_requests (speculative copies); 3: grant owners, pool_state, schedulers
-MIGRATABLE_FROM = (2,)  # versions `regionflow migrate-store` upgrades in place
+MIGRATABLE_FROM = (2,)  # versions `regionflow migrate-store` upgrades in place: each has its revision
+VERSION_TABLE = "regionflow_alembic_version"  # the store's Alembic version table; never Airflow's alembic_version
 
 ID = 250  # Airflow's own limit for dag, task and run ids
 
@@ -22,8 +27,15 @@ class Base(DeclarativeBase):
     pass
 
 
+def revision_of(version: int) -> str:
+    """The Alembic revision of schema version `version`."""
+    return f"{version:04d}"
+
+
 class SchemaVersion(Base):
-    """Exactly one row (id 1): the schema version the tables were created with."""
+    """Exactly one row (id 1): the schema version, kept in step by every revision. What regionflow read
+    before Alembic: a store without a `VERSION_TABLE` is recognised by it (and stamped), and a regionflow
+    from before Alembic refuses a newer store by it."""
 
     __tablename__ = "schema_version"
 
@@ -192,5 +204,5 @@ class CopyRequest(Base):
     ended_at: Mapped[float | None] = mapped_column(Double)
 
 
-__all__ = ["MIGRATABLE_FROM", "SCHEMA_VERSION", "Attempt", "Base", "BlockEntry", "Commit", "CopyRequest", "Grant",
-           "Metric", "PoolState", "SchedulerRow", "SchemaVersion"]
+__all__ = ["MIGRATABLE_FROM", "SCHEMA_VERSION", "VERSION_TABLE", "Attempt", "Base", "BlockEntry", "Commit",
+           "CopyRequest", "Grant", "Metric", "PoolState", "SchedulerRow", "SchemaVersion", "revision_of"]
