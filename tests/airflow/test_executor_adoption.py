@@ -6,7 +6,9 @@ from types import SimpleNamespace
 
 from airflow.utils.state import TaskInstanceState
 from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
+from test_executor_leftovers import RecordingStopper, started
 
+from regionflow.executors.region_executor import GRANTED_CHECK_INTERVAL_S, UNHEARD_END_GRACE_S
 from regionflow.store import GrantState, RegionflowStore
 
 RUNNING, QUEUED = TaskInstanceState.RUNNING, TaskInstanceState.QUEUED
@@ -21,15 +23,16 @@ def rows(settings):  # noqa: F811
     return {g.task_id: g for g in RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db").grants()}
 
 
-def test_a_running_try_of_a_stopped_scheduler_is_adopted_and_a_queued_one_is_reset(settings, monkeypatch):  # noqa: F811
-    first = executor(monkeypatch)
+def test_a_running_try_of_a_stopped_scheduler_is_adopted_and_a_queued_one_is_reset(settings):  # noqa: F811
+    first = executor()
     first.recovery.start()
     running, waiting = workload(slots=3, task_id="running"), workload(slots=2, task_id="waiting")
     queue(first, running, waiting)
-    assert [w.ti.task_id for w in first.activity_queue] == ["running"]
+    assert [w.ti.task_id for w in first.task_workers] == ["running"]
     # The first scheduler is killed. Airflow's scheduler_health_check_threshold has not passed yet when
     # the second one starts, so the first one's rows are still its own...
-    second = executor(monkeypatch)
+    states = {str(running.ti.id): (RUNNING, 1)}  # Airflow's metadata, as the test sets it
+    second = executor(task_states=lambda ids: {i: states[i] for i in ids if i in states})
     second.recovery.start()
     second.gate.refresh()
     assert second.pool.free_slots() == 1 and rows(settings)["running"].owner == first.recovery.scheduler_id
@@ -41,28 +44,27 @@ def test_a_running_try_of_a_stopped_scheduler_is_adopted_and_a_queued_one_is_res
     assert rows(settings)["waiting"].state is GrantState.RELEASED
     assert second.recovery.adopted == {rows(settings)["running"].bulk_id: str(running.ti.id)}
     # The adopted try ends (Airflow's metadata says so): its slots go back.
-    second.recovery.finished = lambda ti_id: True
-    second.recovery.release_ended(second._release)
+    states[str(running.ti.id)] = (TaskInstanceState.SUCCESS, 1)
+    second.recovery.release_ended(second.gate.release)
     assert second.pool.free_slots() == 4 and rows(settings)["running"].state is GrantState.RELEASED
 
 
-def test_the_rows_of_a_scheduler_past_the_health_check_threshold_are_taken_over(settings, monkeypatch):  # noqa: F811
-    first = executor(monkeypatch)
+def test_the_rows_of_a_scheduler_past_the_health_check_threshold_are_taken_over(settings):  # noqa: F811
+    first = executor()
     first.recovery.start()
     running, waiting = workload(slots=3, task_id="running"), workload(slots=2, task_id="waiting")
     queue(first, running, waiting)
-    second = executor(monkeypatch)
-    second.recovery.clock = lambda: time.time() + 31  # no heartbeat for longer than 30 s
+    second = executor(wall_clock=lambda: time.time() + 31)  # no heartbeat for longer than 30 s
     second.recovery.start()
     assert rows(settings)["waiting"].state is GrantState.RELEASED  # Airflow queues that task instance again
     assert rows(settings)["running"].owner == second.recovery.scheduler_id
     newcomer = workload(slots=1, task_id="newcomer")
     queue(second, newcomer)
-    assert [w.ti.task_id for w in second.activity_queue] == ["newcomer"]  # the 4th slot; 3 stay adopted
+    assert [w.ti.task_id for w in second.task_workers] == ["newcomer"]  # the 4th slot; 3 stay adopted
 
 
-def test_a_clean_stop_releases_the_waiting_rows_at_once(settings, monkeypatch):  # noqa: F811
-    first = executor(monkeypatch)
+def test_a_clean_stop_releases_the_waiting_rows_at_once(settings):  # noqa: F811
+    first = executor()
     first.recovery.start()
     queue(first, workload(slots=4, task_id="running"), workload(slots=2, task_id="waiting"))
     first.end = lambda: None  # LocalExecutor's own end needs real workers
@@ -75,47 +77,53 @@ def test_a_clean_stop_releases_the_waiting_rows_at_once(settings, monkeypatch): 
 def test_a_try_just_handed_to_the_workers_is_not_revoked(settings, monkeypatch):  # noqa: F811
     # Airflow's stuck-in-queued check can come right after a long wait for slots ended: the worker is
     # starting the try then, and the workload cannot be taken back from LocalExecutor's queue
-    ex = executor(monkeypatch)
-    ex.queued_timeout_s = 600.0
+    monkeypatch.setenv("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", "600")
+    now = [0.0]
+    ex = executor(clock=lambda: now[0])
     starting, behind = workload(slots=4, task_id="starting"), workload(slots=4, task_id="behind")
     queue(ex, starting, behind)
+    now[0] += 299.0  # handed to the workers less than half the timeout ago
     ex.revoke_task(ti=starting.ti)  # nothing raised: Airflow's pass goes on to the tries behind it
     assert starting.key in ex.running and rows(settings)["starting"].state is GrantState.GRANTED
-    assert [w.ti.task_id for w in ex.activity_queue] == ["starting"] and ex.pool.free_slots() == 0
+    assert [w.ti.task_id for w in ex.task_workers] == ["starting"] and ex.pool.free_slots() == 0
     assert ex.cleanup_stuck_queued_tasks([starting.ti]) == []
 
 
 def test_a_try_airflow_revokes_after_it_got_its_slots_gives_them_back(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
-    ex.queued_timeout_s = 0.0  # handed to the workers longer ago than [scheduler] task_queued_timeout
+    monkeypatch.setenv("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", "600")
+    now = [0.0]
+    ex = executor(clock=lambda: now[0])
     stuck, behind = workload(slots=4, task_id="stuck"), workload(slots=4, task_id="behind")
     queue(ex, stuck, behind)
+    now[0] += 601.0  # handed to the workers longer ago than [scheduler] task_queued_timeout
     ex.revoke_task(ti=stuck.ti)  # its worker never started it; Airflow queues it again or fails it
-    assert [w.ti.task_id for w in ex.activity_queue] == ["stuck", "behind"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["stuck", "behind"]
     assert rows(settings)["stuck"].state is GrantState.RELEASED and stuck.key not in ex.running
+    now[0] += 601.0
     assert ex.cleanup_stuck_queued_tasks([behind.ti]) == [repr(behind.ti)]
     assert ex.pool.free_slots() == 4
 
 
-def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_shows_it_ended(
-        settings, monkeypatch):  # noqa: F811
-    import regionflow.executors.region_executor as region_executor
-
-    monkeypatch.setattr(region_executor, "GRANTED_CHECK_INTERVAL_S", 0.0)
-    monkeypatch.setattr(region_executor, "UNHEARD_END_GRACE_S", 0.0)  # the grace itself: test_admission_gate.py
-    ex = executor(monkeypatch)
-    settled = []
-    monkeypatch.setattr(ex.leftovers, "settle", settled.append)
+def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_shows_it_ended(settings):  # noqa: F811
+    now, states, stopper = [0.0], {}, RecordingStopper()
+    ex = executor(clock=lambda: now[0], task_states=lambda ids: {i: states[i] for i in ids if i in states},
+                  stopper=stopper)
     lost, behind = workload(slots=4, task_id="lost"), workload(slots=4, task_id="behind")
     queue(ex, lost, behind)
-    states = {str(lost.ti.id): (RUNNING, 1)}
-    monkeypatch.setattr(region_executor, "task_instance_states", lambda ids: {i: states[i] for i in ids if i in states})
+    store = RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")
+    started(store, ex.gate.granted[lost.key], "try1-left", task_id="lost")  # running when its process died
+    states[str(lost.ti.id)] = (RUNNING, 1)
 
     ex._check_granted()  # running: its slots stay
-    assert [w.ti.task_id for w in ex.activity_queue] == ["lost"] and lost.key in ex.running
+    assert [w.ti.task_id for w in ex.task_workers] == ["lost"] and lost.key in ex.running
 
     states[str(lost.ti.id)] = (TaskInstanceState.SUCCESS, 1)  # its worker died before reporting the end
+    now[0] += GRANTED_CHECK_INTERVAL_S
+    ex._check_granted()  # the report may still come (the grace itself: test_admission_gate.py)
+    assert [w.ti.task_id for w in ex.task_workers] == ["lost"] and stopper.calls == []
+    now[0] += UNHEARD_END_GRACE_S
     ex._check_granted()
-    assert [w.ti.task_id for w in ex.activity_queue] == ["lost", "behind"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["lost", "behind"]
     assert rows(settings)["lost"].state is GrantState.RELEASED and lost.key not in ex.running
-    assert settled == [f"{lost.ti.id}:1"]  # its Spark work was stopped before the slots went back
+    assert stopper.calls == [("try1-left", "a")]  # its Spark work was stopped
+    assert store.attempt("try1-left").state.value == "killed"

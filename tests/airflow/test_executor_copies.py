@@ -4,13 +4,14 @@ submission is a fake), settled first-commit-wins, and their slots go back to the
 from __future__ import annotations
 
 import pytest
-from airflow.executors.local_executor import LocalExecutor
 from airflow.utils.state import TaskInstanceState
 from speculation_fakes import FakeSubmission, commit, commits_at_once, fails, runs_until_killed, wait_for
 from test_executor import executor, queue, workload
 
+from regionflow.spark.attempt import Attempt
 from regionflow.spark.store import PartitionStore
 from regionflow.spark.task import UnitTask
+from regionflow.spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
 from regionflow.store import CopyState, RegionflowStore
 
 RUN_KEY = "d--r1"
@@ -21,9 +22,8 @@ def settings(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__HOSTS", "a:slots=2;b:slots=2")
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__STORE_URL", f"sqlite:///{tmp_path}/regionflow.db")
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("AIRFLOW__REGIONFLOW__BACKEND", "submit")  # the submission double stands in for spark-submit
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__BACKEND", "submit")
     monkeypatch.setenv("AIRFLOW__LOGGING__BASE_LOG_FOLDER", str(tmp_path / "logs"))
-    monkeypatch.setattr(LocalExecutor, "sync", lambda self: None)  # no worker processes here
     return tmp_path
 
 
@@ -38,18 +38,43 @@ def partitions(settings):
 
 
 class Submissions:
-    """Stands in for unit_submission: hands out the next fake and remembers what it was asked."""
+    """Stands in for the copies' Spark submissions: `attempt` is the executor's copy attempt factory
+    (`Seams.attempt_factory`), whose attempts run the next fake; what each was asked is remembered."""
 
-    def __init__(self, *behaviours):
+    def __init__(self, *behaviours, host_lost_timeout=DEFAULT_HOST_LOST_TIMEOUT_S, on_made=None):
         self.behaviours = list(behaviours)
+        self.host_lost_timeout = host_lost_timeout  # a copy whose master is silent this long is killed
+        self.on_made = on_made or (lambda submission: None)
         self.calls = []
         self.made = []
 
-    def __call__(self, task, task_path, host, slots, job_conf, py_files, **kwargs):
+    def attempt(self, launch):
+        """The copy's `Attempt`, with the copy request's Spark conf and modules, on a fake backend."""
+        backend = _FakeBackend(self, dict(launch.request.spark_conf), list(launch.request.py_files))
+        return Attempt(launch.task, launch.task_path, launch.host, launch.slots, backend, launch.partitions,
+                       recorder=launch.recorder, host_lost_timeout=self.host_lost_timeout)
+
+    def submit(self, task, host, slots, job_conf, py_files):
         self.calls.append({"task": task, "host": host.name, "slots": slots, "conf": job_conf, "py_files": py_files})
         submission = FakeSubmission(self.behaviours.pop(0))
+        self.on_made(submission)
         self.made.append(submission)
         return submission
+
+
+class _FakeBackend:
+    name = "fake"
+
+    def __init__(self, submissions, job_conf, py_files):
+        self.submissions, self.job_conf, self.py_files = submissions, job_conf, py_files
+
+    def prepare(self, task, task_path, host, slots, on_line):
+        return self.submissions.submit(task, host, slots, self.job_conf, self.py_files)
+
+
+def copies_executor(fakes, **seams):
+    """An executor whose speculative copies run `fakes`' submissions."""
+    return executor(attempt_factory=fakes.attempt, **seams)
 
 
 def template(settings, unit_key="u1") -> str:
@@ -71,10 +96,9 @@ def settle_copies(ex, store, request_id, timeout=10.0):
     assert wait_for(lambda: (ex.sync(), not ex.copies.running)[1], timeout)
 
 
-def test_a_copy_runs_on_a_non_excluded_host_wins_and_releases_its_slots(settings, store, partitions, monkeypatch):
+def test_a_copy_runs_on_a_non_excluded_host_wins_and_releases_its_slots(settings, store, partitions):
     fakes = Submissions(lambda s: commits_at_once(partitions, "u1", fakes.calls[0]["task"].attempt_id, "b")(s))
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
-    ex = executor(monkeypatch)
+    ex = copies_executor(fakes)
     asked = request(store, settings, excluded=("a",))
     ex.sync()
     settle_copies(ex, store, asked.request_id)
@@ -93,10 +117,9 @@ def test_a_copy_runs_on_a_non_excluded_host_wins_and_releases_its_slots(settings
     assert not ex.event_buffer  # copies are no task instances
 
 
-def test_a_copy_avoids_the_host_of_the_shards_live_attempt(settings, store, partitions, monkeypatch):
+def test_a_copy_avoids_the_host_of_the_shards_live_attempt(settings, store, partitions):
     fakes = Submissions(runs_until_killed(timeout=10))
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
-    ex = executor(monkeypatch)
+    ex = copies_executor(fakes)
     store.start_attempt(attempt_id="try1-orig", dag_id="d", run_id="r1", task_id="t", unit_key="u1", host="a",
                         map_index=1)
     asked = request(store, settings, excluded=())  # the exclusion comes from the live attempt alone
@@ -113,26 +136,24 @@ def test_a_copy_avoids_the_host_of_the_shards_live_attempt(settings, store, part
     assert ex.pool.free_slots() == 4
 
 
-def test_copies_wait_their_turn_in_the_fifo_queue(settings, store, partitions, monkeypatch):
+def test_copies_wait_their_turn_in_the_fifo_queue(settings, store, partitions):
     fakes = Submissions(lambda s: commits_at_once(partitions, "u1", fakes.calls[0]["task"].attempt_id, "a")(s))
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
-    ex = executor(monkeypatch)
+    ex = copies_executor(fakes)
     hog, first = workload(slots=4, task_id="hog"), workload(slots=4, task_id="first")
     queue(ex, hog, first)
     asked = request(store, settings, excluded=())
     ex.sync()
     assert f"copy:{asked.request_id}" in ex.copies.waiting and not fakes.calls
     ex.change_state(hog.key, TaskInstanceState.SUCCESS)
-    assert [w.ti.task_id for w in ex.activity_queue] == ["hog", "first"] and not fakes.calls
+    assert [w.ti.task_id for w in ex.task_workers] == ["hog", "first"] and not fakes.calls
     ex.change_state(first.key, TaskInstanceState.SUCCESS)
     settle_copies(ex, store, asked.request_id)
     assert len(fakes.calls) == 1 and store.copy_request(asked.request_id).state is CopyState.WON
 
 
-def test_a_failed_copy_does_not_fail_anything_and_frees_its_slots(settings, store, monkeypatch):
+def test_a_failed_copy_does_not_fail_anything_and_frees_its_slots(settings, store):
     fakes = Submissions(fails())
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
-    ex = executor(monkeypatch)
+    ex = copies_executor(fakes)
     asked = request(store, settings, excluded=("b",))
     ex.sync()
     settle_copies(ex, store, asked.request_id)
@@ -143,10 +164,10 @@ def test_a_failed_copy_does_not_fail_anything_and_frees_its_slots(settings, stor
     assert ex.pool.free_slots() == 4 and not ex.event_buffer
 
 
-def test_store_blocklist_entries_are_mirrored_into_the_pool(settings, store, monkeypatch):
+def test_store_blocklist_entries_are_mirrored_into_the_pool(settings, store):
     import time
 
-    ex = executor(monkeypatch)
+    ex = executor()
     store.block("d/r1", "a", time.time() + 30, reason="slow attempt")
     ex.sync()
     assert set(ex.pool.blocklist.hosts_for("d/r1")) == {"a"}
@@ -156,10 +177,9 @@ def test_store_blocklist_entries_are_mirrored_into_the_pool(settings, store, mon
     assert {slot.host for slot in grant.slots} == {"b"}
 
 
-def test_a_cancelled_request_is_withdrawn_from_the_queue(settings, store, monkeypatch):
+def test_a_cancelled_request_is_withdrawn_from_the_queue(settings, store):
     fakes = Submissions()
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
-    ex = executor(monkeypatch)
+    ex = copies_executor(fakes)
     hog = workload(slots=4, task_id="hog")
     queue(ex, hog)
     asked = request(store, settings, excluded=())
@@ -172,19 +192,18 @@ def test_a_cancelled_request_is_withdrawn_from_the_queue(settings, store, monkey
     assert not fakes.calls and ex.pool.free_slots() == 4
 
 
-def test_sensor_tasks_take_no_slot(settings, monkeypatch):
-    ex = executor(monkeypatch)
+def test_sensor_tasks_take_no_slot(settings):
+    ex = executor()
     hog = workload(slots=4, task_id="hog")
     sensor = workload(task_id="t__speculation")
     sensor.ti.executor_config = {"regionflow": {"no_slots": True}}
     queue(ex, hog, sensor)
-    assert [w.ti.task_id for w in ex.activity_queue] == ["hog", "t__speculation"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["hog", "t__speculation"]
 
 
-def test_a_copy_with_no_host_left_fails_at_once(settings, store, monkeypatch):
+def test_a_copy_with_no_host_left_fails_at_once(settings, store):
     fakes = Submissions()
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
-    ex = executor(monkeypatch)
+    ex = copies_executor(fakes)
     asked = request(store, settings, excluded=("a", "b"))
     ex.sync()
     done = store.copy_request(asked.request_id)
@@ -192,10 +211,10 @@ def test_a_copy_with_no_host_left_fails_at_once(settings, store, monkeypatch):
     assert not ex.copies.waiting and not fakes.calls and ex.pool.free_slots() == 4
 
 
-def test_a_late_result_of_an_earlier_sensor_poke_is_not_reported(settings, monkeypatch):
+def test_a_late_result_of_an_earlier_sensor_poke_is_not_reported(settings):
     """Reschedule mode: poke 2 is queued (same key) before poke 1's result reached sync(); reporting
     poke 1's success then would make Airflow fail the QUEUED task instance."""
-    ex = executor(monkeypatch)
+    ex = executor()
     sensor = workload(task_id="t__speculation")
     sensor.ti.executor_config = {"regionflow": {"no_slots": True}}
     queue(ex, sensor)
@@ -210,23 +229,15 @@ def test_a_late_result_of_an_earlier_sensor_poke_is_not_reported(settings, monke
     assert ex.event_buffer[sensor.key][0] == TaskInstanceState.SUCCESS and not ex.has_task(sensor.ti)
 
 
-def test_a_copy_whose_host_is_lost_fails_frees_its_slots_and_leaves_the_original(settings, store, monkeypatch):
+def test_a_copy_whose_host_is_lost_fails_frees_its_slots_and_leaves_the_original(settings, store):
     import socket
 
     with socket.socket() as closed:  # a port nobody listens on: the copy's master is gone
         closed.bind(("127.0.0.1", 0))
         gone = f"spark://127.0.0.1:{closed.getsockname()[1]}"
-    fakes = Submissions(runs_until_killed(timeout=30))
-    made = fakes.__call__
-
-    def on_a_lost_master(*args, **kwargs):
-        submission = made(*args, **kwargs)
-        submission.master = gone
-        return submission
-
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", on_a_lost_master)
-    ex = executor(monkeypatch)
-    ex.copies.host_lost_timeout = 1.0
+    fakes = Submissions(runs_until_killed(timeout=30), host_lost_timeout=1.0,
+                        on_made=lambda submission: setattr(submission, "master", gone))
+    ex = copies_executor(fakes)
     asked = request(store, settings, excluded=("b",))
     ex.sync()
     settle_copies(ex, store, asked.request_id, timeout=20)

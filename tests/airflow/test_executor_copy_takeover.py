@@ -8,18 +8,25 @@ import time
 
 import pytest
 from speculation_fakes import commit, commits_at_once, runs_until_killed, wait_for
-from test_executor import executor, queue, workload
-from test_executor_copies import Submissions, partitions, request, settings, settle_copies, store  # noqa: F401
+from test_executor import queue, workload
+from test_executor_copies import (  # noqa: F401 - the fixtures and helpers
+    Submissions,
+    copies_executor,
+    partitions,
+    request,
+    settings,
+    settle_copies,
+    store,
+)
 
 from regionflow.store import CopyState
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def successor(monkeypatch):
+def successor(fakes):
     """A second scheduler, started after the first one's heartbeat is older than Airflow's threshold."""
-    ex = executor(monkeypatch)
-    ex.recovery.clock = lambda: time.time() + 31
+    ex = copies_executor(fakes, wall_clock=lambda: time.time() + 31)
     ex.recovery.start()
     return ex
 
@@ -30,11 +37,10 @@ def original_attempt(store):  # noqa: F811
 
 
 def test_a_running_copy_of_a_stopped_scheduler_is_asked_again_and_wins_on_its_successor(
-        settings, store, partitions, monkeypatch):  # noqa: F811
+        settings, store, partitions):  # noqa: F811
     fakes = Submissions(runs_until_killed(timeout=60),
                         lambda s: commits_at_once(partitions, "u1", fakes.calls[1]["task"].attempt_id, "b")(s))
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
-    first = executor(monkeypatch)
+    first = copies_executor(fakes)
     first.recovery.start()
     original_attempt(store)
     asked = request(store, settings, excluded=())
@@ -43,7 +49,7 @@ def test_a_running_copy_of_a_stopped_scheduler_is_asked_again_and_wins_on_its_su
     dead_attempt = store.copy_request(asked.request_id).attempt_id
     try:
         # the first scheduler is killed here: its copy thread would die with it
-        second = successor(monkeypatch)
+        second = successor(fakes)
         old = store.copy_request(asked.request_id)
         assert old.state is CopyState.FAILED and "stopped while this copy ran" in old.message
         assert first.recovery.scheduler_id in old.message
@@ -63,10 +69,9 @@ def test_a_running_copy_of_a_stopped_scheduler_is_asked_again_and_wins_on_its_su
         fakes.made[0].kill()  # the stand-in of the dead scheduler's thread
 
 
-def test_a_waiting_copy_of_a_stopped_scheduler_waits_again_at_its_successor(settings, store, monkeypatch):  # noqa: F811
+def test_a_waiting_copy_of_a_stopped_scheduler_waits_again_at_its_successor(settings, store):  # noqa: F811
     fakes = Submissions()
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
-    first = executor(monkeypatch)
+    first = copies_executor(fakes)
     first.recovery.start()
     hog = workload(slots=4, task_id="hog")
     queue(first, hog)  # the copy cannot get slots
@@ -74,7 +79,7 @@ def test_a_waiting_copy_of_a_stopped_scheduler_waits_again_at_its_successor(sett
     asked = request(store, settings, excluded=())
     first.sync()
     assert f"copy:{asked.request_id}" in first.copies.waiting
-    second = successor(monkeypatch)
+    second = successor(fakes)
     old = store.copy_request(asked.request_id)
     assert old.state is CopyState.CANCELLED and "before this copy got slots" in old.message
     assert store.grant_for(f"copy:{asked.request_id}").state == "released"
@@ -85,10 +90,9 @@ def test_a_waiting_copy_of_a_stopped_scheduler_waits_again_at_its_successor(sett
 
 @pytest.mark.parametrize("situation", ["committed", "no live attempt"])
 def test_a_copy_of_a_stopped_scheduler_is_not_asked_again_when_its_shard_needs_none(
-        settings, store, partitions, monkeypatch, situation):  # noqa: F811
+        settings, store, partitions, situation):  # noqa: F811
     fakes = Submissions()
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", fakes)
-    first = executor(monkeypatch)
+    first = copies_executor(fakes)
     first.recovery.start()
     queue(first, workload(slots=4, task_id="hog"))
     original_attempt(store)
@@ -98,7 +102,7 @@ def test_a_copy_of_a_stopped_scheduler_is_not_asked_again_when_its_shard_needs_n
         commit(partitions, "u1", "try1-orig", "a")
     else:
         store.end_attempt("try1-orig", "failed", "its task process died")
-    second = successor(monkeypatch)
+    second = successor(fakes)
     assert store.copy_request(asked.request_id).state is CopyState.CANCELLED
     assert [r.request_id for r in store.copy_requests("d", "r1", "t", 1)] == [asked.request_id]
     second.sync()

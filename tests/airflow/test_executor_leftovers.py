@@ -15,16 +15,18 @@ pytestmark = pytest.mark.timeout(60)
 
 
 class RecordingStopper:
-    """Records each stop (in `calls`, and in `order` as ("stop", attempt id)); says "stopped", or fails."""
+    """Stands in for the backend's stopper (`Seams.stopper`): records each stop in `calls` (attempt id, host)
+    and calls `on_stop` first, if set; says "stopped", or fails."""
 
-    def __init__(self, fails: bool = False, order: list | None = None) -> None:
+    def __init__(self, fails: bool = False) -> None:
         self.calls: list[tuple[str, str]] = []
         self.fails = fails
-        self.order = order if order is not None else []
+        self.on_stop = None
 
     def stop(self, attempt_id: str, host: str) -> str:
+        if self.on_stop is not None:
+            self.on_stop()
         self.calls.append((attempt_id, host))
-        self.order.append(("stop", attempt_id))
         if self.fails:
             raise RuntimeError("server unreachable")
         return "stopped"
@@ -38,10 +40,9 @@ def started(store, bulk_id, attempt_id, *, task_id="t", state=None):
 
 
 def test_an_attempt_left_running_by_an_ended_try_is_stopped_and_recorded_killed_before_its_slots_go_back(
-        settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
-    order = []
-    ex.leftovers.stopper = RecordingStopper(order=order)
+        settings):  # noqa: F811
+    stopper = RecordingStopper()
+    ex = executor(stopper=stopper)
     shard, waiting = workload(slots=4, task_id="t"), workload(slots=4, task_id="next")
     queue(ex, shard, waiting)
     store = RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")
@@ -49,24 +50,27 @@ def test_an_attempt_left_running_by_an_ended_try_is_stopped_and_recorded_killed_
     started(store, bulk_id, "try1-done", state="failed")  # an earlier attempt that ended normally
     started(store, bulk_id, "try1-left")  # the task process was killed while this one ran
     started(store, "copy:7", "copy-7", task_id="t")  # a speculative copy of the shard: its own bulk, not touched
-    release = ex.gate.release
-    monkeypatch.setattr(ex.gate, "release", lambda b: (order.append(("release", b)), release(b)))
+    at_stop = []  # the try's grant and the workers when the stop comes
+    stopper.on_stop = lambda: at_stop.append((store.grant_for(bulk_id).state.value,
+                                              [w.ti.task_id for w in ex.task_workers]))
 
     ex.change_state(shard.key, TaskInstanceState.FAILED)
 
-    assert order == [("stop", "try1-left"), ("release", bulk_id)]  # stopped before the slots went back
+    assert stopper.calls == [("try1-left", "a")]
+    assert at_stop == [("granted", ["t"])]  # stopped before the slots went back
     left = store.attempt("try1-left")
     assert left.state.value == "killed" and left.ended_at is not None
     assert left.message == "its task process ended without recording how the attempt ended (killed?); stopped"
     assert store.attempt("try1-done").state.value == "failed" and store.attempt("try1-done").message is None
     assert store.attempt("copy-7").state.value == "running"
-    assert [w.ti.task_id for w in ex.activity_queue] == ["t", "next"]  # the slots went to the next try
+    assert store.grant_for(bulk_id).state.value == "released"
+    assert [w.ti.task_id for w in ex.task_workers] == ["t", "next"]  # the slots went to the next try
 
 
 def test_a_try_that_settled_its_attempts_costs_no_stop_and_a_failing_stop_still_settles_the_record(
-        settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
-    stopper = ex.leftovers.stopper = RecordingStopper(fails=True)
+        settings):  # noqa: F811
+    stopper = RecordingStopper(fails=True)
+    ex = executor(stopper=stopper)
     clean, killed = workload(slots=2, task_id="clean"), workload(slots=2, task_id="killed")
     queue(ex, clean, killed)
     store = RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")

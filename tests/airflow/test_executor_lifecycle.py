@@ -1,17 +1,24 @@
 """RegionExecutor in-process: every way Airflow hands it the same task instance try again, and every
-fault of ours, end in the right ledger rows and never in an exception into the scheduler.
-(No stack: LocalExecutor's workers are replaced by a list we read, as in test_executor.py.)"""
-from airflow.utils.state import TaskInstanceState
-from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
+fault of ours or of the world around it, end in the right ledger rows and never in an exception into the
+scheduler. (No stack: LocalExecutor's workers are replaced by a list we read, as in test_executor.py;
+faults come from doubles of the store, the clock and the rest, given through `Seams`.)"""
+import inspect
+import time
 
-from regionflow.executors.queued_stamps import QueuedStamps
+from airflow.utils.state import TaskInstanceState
+from test_executor import RecordingStats, Workers, executor, logs, queue, settings, workload  # noqa: F401
+
 from regionflow.store import GrantState, RegionflowStore, StoreError
 
 SUCCESS, FAILED, RUNNING = TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.RUNNING
 
 
+def store_url(settings):  # noqa: F811
+    return f"sqlite:///{settings}/regionflow.db"
+
+
 def store_of(settings):  # noqa: F811
-    return RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")
+    return RegionflowStore.from_config(store_url(settings))
 
 
 def admissions(settings, w):  # noqa: F811
@@ -26,26 +33,26 @@ def requeue(ex, w):
     return again
 
 
-def test_deferral_releases_the_slots_and_the_resumed_try_is_a_second_admission(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_deferral_releases_the_slots_and_the_resumed_try_is_a_second_admission(settings):  # noqa: F811
+    ex = executor()
     sensor = workload(slots=4, task_id="wait")
     other = workload(slots=1, task_id="other")
     queue(ex, sensor, other)
-    assert [w.ti.task_id for w in ex.activity_queue] == ["wait"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["wait"]
     ex.change_state(sensor.key, SUCCESS)  # the process exits after defer(): its slots go back at once
-    assert [w.ti.task_id for w in ex.activity_queue] == ["wait", "other"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["wait", "other"]
     assert ex.event_buffer[sensor.key][0] == SUCCESS
     ex.event_buffer.clear()
     requeue(ex, sensor)  # the trigger fired: same key, same try number
     ex.change_state(other.key, SUCCESS)
-    assert [w.ti.task_id for w in ex.activity_queue] == ["wait", "other", "wait"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["wait", "other", "wait"]
     ex.change_state(sensor.key, SUCCESS)
     assert admissions(settings, sensor) == [("1", "released"), ("1/2", "released")]
     assert ex.pool.free_slots() == 4 and not ex.gate.granted and not ex.gate.held and not ex.gate.runs
 
 
-def test_three_reschedule_pokes_are_three_admissions_of_one_try(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_three_reschedule_pokes_are_three_admissions_of_one_try(settings):  # noqa: F811
+    ex = executor()
     sensor = workload(slots=1, task_id="poke")
     queue(ex, sensor)
     for _ in range(2):
@@ -53,15 +60,15 @@ def test_three_reschedule_pokes_are_three_admissions_of_one_try(settings, monkey
         requeue(ex, sensor)
     ex.change_state(sensor.key, SUCCESS)
     assert admissions(settings, sensor) == [("1", "released"), ("1/2", "released"), ("1/3", "released")]
-    assert len(ex.activity_queue) == 3
+    assert len(ex.task_workers) == 3
 
 
-def test_requeue_before_the_previous_end_is_read_reuses_the_live_grant(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_requeue_before_the_previous_end_is_read_reuses_the_live_grant(settings):  # noqa: F811
+    ex = executor()
     sensor = workload(slots=2, task_id="poke")
     queue(ex, sensor)
     requeue(ex, sensor)  # the poke's end is still in the result queue when the next poke is queued
-    assert len(ex.activity_queue) == 2 and ex.gate.runs[sensor.key].unread == 2
+    assert len(ex.task_workers) == 2 and ex.gate.runs[sensor.key].unread == 2
     ex.change_state(sensor.key, SUCCESS)  # the first poke's late end: not reported, slots kept
     assert sensor.key not in ex.event_buffer and ex.pool.free_slots() == 2
     ex.change_state(sensor.key, SUCCESS)
@@ -70,19 +77,19 @@ def test_requeue_before_the_previous_end_is_read_reuses_the_live_grant(settings,
     assert grant.state is GrantState.RELEASED and "live grant was reused" in grant.message
 
 
-def test_queued_twice_while_waiting_keeps_its_place(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_queued_twice_while_waiting_keeps_its_place(settings):  # noqa: F811
+    ex = executor()
     first, second, third = (workload(slots=4, task_id=t) for t in ("first", "second", "third"))
     queue(ex, first, second, third)
     again = requeue(ex, second)
     ex.change_state(first.key, SUCCESS)
-    assert [w.ti.task_id for w in ex.activity_queue] == ["first", "second"]
-    assert ex.activity_queue[-1] is again  # the newest workload (fresh token) runs
+    assert [w.ti.task_id for w in ex.task_workers] == ["first", "second"]
+    assert ex.task_workers[-1] is again  # the newest workload (fresh token) runs
     assert admissions(settings, second) == [("1", "granted")]
 
 
-def test_a_new_try_is_a_new_bulk(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_a_new_try_is_a_new_bulk(settings):  # noqa: F811
+    ex = executor()
     task = workload(slots=1, task_id="retry")
     queue(ex, task)
     ex.change_state(task.key, FAILED)
@@ -94,36 +101,36 @@ def test_a_new_try_is_a_new_bulk(settings, monkeypatch):  # noqa: F811
     assert admissions(settings, retry) == [("2", "released")]
 
 
-def test_a_task_marked_success_while_waiting_is_withdrawn_and_the_next_one_starts(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_a_task_marked_success_while_waiting_is_withdrawn_and_the_next_one_starts(settings):  # noqa: F811
+    states = {}  # Airflow's metadata, as the test sets it
+    ex = executor(task_states=lambda ids: states)
     blocker, marked, after = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="marked"), \
         workload(slots=4, task_id="after")
     queue(ex, blocker, marked, after)
-    states = {str(w.ti.id): (TaskInstanceState.QUEUED, 1) for w in (marked, after)}
+    states.update({str(w.ti.id): (TaskInstanceState.QUEUED, 1) for w in (marked, after)})
     states[str(marked.ti.id)] = (SUCCESS, 1)  # marked success in the UI
-    monkeypatch.setattr("regionflow.executors.region_executor.task_instance_states", lambda ids: states)
     ex.sync()
-    assert [w.ti.task_id for w in ex.activity_queue] == ["blocker"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["blocker"]
     ex.change_state(blocker.key, SUCCESS)
-    assert [w.ti.task_id for w in ex.activity_queue] == ["blocker", "after"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["blocker", "after"]
     [grant] = store_of(settings).admissions(marked.ti.id, 1)
     assert grant.state is GrantState.RELEASED and "withdrawn" in grant.message and "success" in grant.message
     assert marked.key not in ex.event_buffer  # Airflow already knows; nothing to report
     assert "withdrawn" in (settings / "logs" / "dag_id=d" / "marked.log").read_text()
 
 
-def test_a_cleared_waiting_try_is_withdrawn(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_a_cleared_waiting_try_is_withdrawn(settings):  # noqa: F811
+    states = {}  # Airflow's metadata, as the test sets it
+    ex = executor(task_states=lambda ids: states)
     blocker, cleared = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="cleared")
     queue(ex, blocker, cleared)
-    monkeypatch.setattr("regionflow.executors.region_executor.task_instance_states",
-                        lambda ids: {str(cleared.ti.id): (None, 2)})
+    states[str(cleared.ti.id)] = (None, 2)
     ex.sync()
     assert not ex.gate.held and admissions(settings, cleared) == [("1", "released")]
 
 
-def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings):  # noqa: F811
+    ex = executor()
     blocker, stuck = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="stuck")
     queue(ex, blocker, stuck)
     ex.fail(stuck.key)
@@ -132,9 +139,9 @@ def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings, monkeypatc
 
 
 def test_a_waiting_try_keeps_its_queued_time_fresh_so_airflow_never_takes_it_for_stuck(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+    monkeypatch.setenv("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", "9")
     written, now = [], [0.0]
-    ex.queued_stamps = QueuedStamps(9.0, written.extend, clock=lambda: now[0])
+    ex = executor(clock=lambda: now[0], renew_queued_time=written.extend)
     blocker, waiting = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="w")
     queue(ex, blocker, waiting)
     ex._renew_queued_times()
@@ -150,9 +157,9 @@ def test_a_waiting_try_keeps_its_queued_time_fresh_so_airflow_never_takes_it_for
     assert not ex.queued_stamps.stamped
 
 
-def test_a_try_still_waiting_that_airflow_revokes_leaves_the_queue_and_nothing_is_raised(settings, monkeypatch):  # noqa: F811
+def test_a_try_still_waiting_that_airflow_revokes_leaves_the_queue_and_nothing_is_raised(settings):  # noqa: F811
     # only when its queued time could not be renewed in time; Airflow queues it again
-    ex = executor(monkeypatch)
+    ex = executor()
     waiting = workload(slots=4, task_id="w")
     queue(ex, workload(slots=4, task_id="blocker"), waiting)
     ex.revoke_task(ti=waiting.ti)
@@ -160,74 +167,130 @@ def test_a_try_still_waiting_that_airflow_revokes_leaves_the_queue_and_nothing_i
     assert ex.pool.free_slots() == 0  # the blocker keeps its grant
 
 
-def test_a_store_fault_fails_that_task_only_and_the_executor_goes_on(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
-    real_admit = ex.store.admit
+class FaultyAdmissions(RegionflowStore):
+    """regionflow's store, whose admissions of DAG "faulty" fail."""
 
-    def faulty_admit(ti_id, try_number, **fields):
+    def admit(self, ti_id, try_number, **fields):
         if fields["dag_id"] == "faulty":
             raise StoreError("injected fault")
-        return real_admit(ti_id, try_number, **fields)
+        return super().admit(ti_id, try_number, **fields)
 
-    monkeypatch.setattr(ex.store, "admit", faulty_admit)
+
+class ReleaseOnceDown(RegionflowStore):
+    """regionflow's store, down for the first release recorded after `down` is set."""
+
+    down = False
+
+    def record_released(self, bulk_id, message=None):
+        if self.down:
+            self.down = False
+            raise StoreError("down")
+        return super().record_released(bulk_id, message)
+
+
+class BrokenStore(RegionflowStore):
+    """regionflow's store, every call of which fails once `broken` is set (its database is gone)."""
+
+    broken = False
+
+
+def _fails_when_broken(method):
+    def call(self, *args, **kwargs):
+        if self.broken:
+            raise RuntimeError("boom: the store is gone")
+        return method(self, *args, **kwargs)
+    return call
+
+
+for _name, _method in inspect.getmembers(RegionflowStore, inspect.isfunction):
+    if not _name.startswith("_"):
+        setattr(BrokenStore, _name, _fails_when_broken(_method))
+
+
+class Broken:
+    """A switch for the doubles below: off while the executor is built and fed, on for the test."""
+
+    on = False
+
+    def check(self, what):
+        if self.on:
+            raise RuntimeError(f"boom: {what}")
+
+
+def test_a_store_fault_fails_that_task_only_and_the_executor_goes_on(settings):  # noqa: F811
+    ex = executor(store=FaultyAdmissions(store_url(settings)))
     bad, good = workload(slots=1, dag_id="faulty", task_id="bad"), workload(slots=1, task_id="good")
     queue(ex, bad, good)  # must not raise
-    assert [w.ti.task_id for w in ex.activity_queue] == ["good"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["good"]
     state, info = ex.event_buffer[bad.key]
     assert state == FAILED and "injected fault" in info
     assert "injected fault" in (settings / "logs" / "dag_id=faulty" / "bad.log").read_text()
 
 
-def test_a_fault_when_recording_the_release_frees_the_slots_at_the_next_sync(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_a_fault_when_recording_the_release_frees_the_slots_at_the_next_sync(settings):  # noqa: F811
+    store = ReleaseOnceDown(store_url(settings))
+    ex = executor(store=store)
     first, second = workload(slots=4, task_id="first"), workload(slots=4, task_id="second")
     queue(ex, first, second)
-    real_release, faults = ex.store.record_released, []
-
-    def release_once_down(bulk_id, message=None):
-        if not faults:
-            faults.append(bulk_id)
-            raise StoreError("down")
-        return real_release(bulk_id, message)
-
-    monkeypatch.setattr(ex.store, "record_released", release_once_down)
+    store.down = True
     ex.change_state(first.key, SUCCESS)  # must not raise
     assert ex.event_buffer[first.key][0] == SUCCESS
     # The store is the truth: until it records the release, the slots stay taken there.
-    assert [w.ti.task_id for w in ex.activity_queue] == ["first"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["first"]
     assert admissions(settings, first) == [("1", "granted")]
     ex.gate.refresh()  # the next sync records the release again, and the pool grants from the store
-    assert [w.ti.task_id for w in ex.activity_queue] == ["first", "second"]
+    assert [w.ti.task_id for w in ex.task_workers] == ["first", "second"]
     assert admissions(settings, first) == [("1", "released")]
     assert admissions(settings, second) == [("1", "granted")]
 
 
-def test_no_entry_point_raises_into_the_scheduler(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
-    boom = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom"))  # noqa: E731
-    for step in ("_poll_pool", "_check_held", "_notice_starving_jobs"):
-        monkeypatch.setattr(ex, step, boom)
-    for part, step in ((ex.copies, "finish_ended"), (ex.copies, "take_requests"), (ex.blocklist, "mirror"),
-                       (ex.recovery, "release_ended")):
-        monkeypatch.setattr(part, step, boom)
-    monkeypatch.setattr(ex, "_read_results", boom)
+def test_no_entry_point_raises_into_the_scheduler(settings, logs):  # noqa: F811
+    # everything the executor meets outside its memory fails: clock, store, Airflow's database, workers, metrics
+    broken, store = Broken(), BrokenStore(store_url(settings))
+
+    def clock():
+        broken.check("clock")
+        return time.monotonic()
+
+    def task_states(ids):
+        broken.check("Airflow's database")
+        return {}
+
+    class BrokenWorkers(Workers):
+        def read_results(self):
+            broken.check("workers")
+
+    class BrokenStats(RecordingStats):
+        def gauge(self, name, value, **tags):
+            broken.check("metrics")
+
+    ex = executor(clock=clock, store=store, task_states=task_states, workers=BrokenWorkers(), stats=BrokenStats())
+    queue(ex, workload(slots=4, task_id="hog"), workload(slots=4, task_id="waiting"))
+    broken.on = store.broken = True
     ex.sync()
     ex.heartbeat()
-    monkeypatch.setattr(ex.pool, "submit", boom)
+    failed = {entry["event"].split(" while ", 1)[1].split(";")[0] for entry in logs
+              if "unexpected error while" in entry["event"]}
+    assert {"reading the workers' results", "mirroring the blocklist", "taking copy requests",
+            "polling the slot pool", "noticing starving jobs", "heartbeat and taking over stopped schedulers",
+            "reading the shared slot pool", "starting an elastic region with fewer slots",
+            "checking waiting task instances",
+            "renewing the queued time of waiting task instances", "checking granted task instances",
+            "reporting the pool's metrics"} <= failed, failed
     plain = workload(task_id="plain")
     queue(ex, plain)
     assert ex.event_buffer[plain.key][0] == FAILED and "boom" in ex.event_buffer[plain.key][1]
 
 
-def test_a_restored_grant_serves_the_try_when_the_new_scheduler_queues_it_again(settings, monkeypatch):  # noqa: F811
-    ex = executor(monkeypatch)
+def test_a_restored_grant_serves_the_try_when_the_new_scheduler_queues_it_again(settings):  # noqa: F811
+    ex = executor()
     task = workload(slots=3, task_id="long")
     queue(ex, task)
-    restarted = executor(monkeypatch)
+    restarted = executor()
     restarted.recovery.start()  # the first executor never registered: its rows are taken over at once
     restarted.gate.refresh()
     queue(restarted, task.model_copy(deep=True))
-    assert len(restarted.activity_queue) == 1 and restarted.pool.free_slots() == 1
+    assert len(restarted.task_workers) == 1 and restarted.pool.free_slots() == 1
     restarted.change_state(task.key, SUCCESS)
     assert restarted.pool.free_slots() == 4
     [grant] = store_of(settings).admissions(task.ti.id, 1)

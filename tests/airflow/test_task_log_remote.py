@@ -22,10 +22,9 @@ def remote_logging(settings, monkeypatch):  # noqa: F811
     return remote, remote_log_config.REMOTE_TASK_LOG
 
 
-def test_a_try_failed_before_any_worker_ran_it_has_its_reason_in_the_remote_log(remote_logging, settings,  # noqa: F811
-                                                                                 monkeypatch):
+def test_a_try_failed_before_any_worker_ran_it_has_its_reason_in_the_remote_log(remote_logging, settings):  # noqa: F811
     remote, io = remote_logging
-    ex = executor(monkeypatch)
+    ex = executor()
     too_big = workload(slots=5, task_id="huge")
     queue(ex, too_big)
     assert io.uploads == [(too_big.log_path, "huge")]
@@ -37,11 +36,13 @@ def test_a_try_failed_before_any_worker_ran_it_has_its_reason_in_the_remote_log(
 def test_a_notice_to_a_try_that_still_waits_is_left_for_its_own_upload_and_a_withdrawal_is_sent(
         remote_logging, settings, monkeypatch):  # noqa: F811
     remote, io = remote_logging
-    ex = executor(monkeypatch)
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__RESOURCE_WAIT_TIMEOUT", "5")
+    now = [0.0]
+    ex = executor(clock=lambda: now[0])
     blocker, waiting = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="waiting")
     queue(ex, blocker, waiting)
-    monkeypatch.setattr(ex.pool, "overdue_jobs", lambda: [_Notice("d", ex.gate.waiting[waiting.key])])
-    ex._notice_starving_jobs()
+    now[0] += 6  # the run has waited past resource_wait_timeout
+    ex.notices.tell()
     local = settings / "logs" / waiting.log_path
     assert "not enough resources" in local.read_text() and io.uploads == []  # its supervisor uploads the file
     ex.fail(waiting.key)  # failed by the scheduler while it waits: no worker will write this try's log
@@ -49,9 +50,3 @@ def test_a_notice_to_a_try_that_still_waits_is_left_for_its_own_upload_and_a_wit
     text = (remote / waiting.log_path).read_text()
     assert "not enough resources" in text and "withdrawn" in text
 
-
-class _Notice:
-    def __init__(self, job_id, bulk_id):
-        self.job_id, self.oldest_bulk_id = job_id, bulk_id
-        self.outstanding = {}
-        self.message = f"job {job_id} waits for 4 slots"

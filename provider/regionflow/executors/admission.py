@@ -5,6 +5,8 @@ of it) and asks the gate to admit it; the gate keeps the try waiting until its w
 records the grant in the store, and then asks the executor, through `WorkerOperations`, to hand the
 workload to a worker. Like Flink's scheduler operations, that interface is the gate's one way out:
 tests drive the gate with a recording double of it, a real `SlotPool` and a real store, without Airflow.
+A try and the gate's ways out are in `tries`; the gate keeps each try's runs out in a `runs.RunLedger`,
+finds ends no worker reported with `unheard.UnheardEnds`, and decides grants through `shared_pool`.
 
 Facts of Airflow's scheduler the gate is built for (see the README's lifecycle table):
 - the scheduler may queue the same try again (a reschedule poke, a resumed deferral, a restart) before
@@ -22,95 +24,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
 
-from ..contract import INPUTS_GATE_NOTE, NoSlots, RegionSlots, TaskContract, shard_bulk_label
-from ..core.resources import UNKNOWN, ResourceProfile
+from ..contract import INPUTS_GATE_NOTE, NoSlots, RegionSlots
+from ..core.resources import ResourceProfile
 from ..scheduling.elastic import smaller_now
 from ..scheduling.errors import UnfulfillableBulk
 from ..scheduling.pool import Bulk, Grant, SlotPool
-from ..store import GrantRecord, GrantState, RegionflowStore, admission_of, bulk_id_for, try_of
+from ..store import GrantRecord, GrantState, RegionflowStore, admission_of, try_of
 from .guard import guarded
+from .runs import RunLedger
 from .shared_pool import Decided, SharedPool
-
-
-@dataclass(frozen=True)
-class Try:
-    """One try of a task instance, as the gate sees it (the executor builds it from the workload)."""
-
-    key: Hashable
-    ti_id: str
-    try_number: int
-    dag_id: str
-    run_id: str
-    task_id: str
-    map_index: int
-    contract: TaskContract | None  # from its executor_config: RegionSlots, NoSlots, or None (not regionflow's)
-
-    def bulk(self) -> Bulk:
-        """The slot bulk the try asks for; its id is set by the store's admission."""
-        job_id = f"{self.dag_id}/{self.run_id}"
-        bulk_id = bulk_id_for(self.ti_id, self.try_number)
-        if not isinstance(self.contract, RegionSlots):
-            return Bulk(bulk_id, job_id, f"{self.dag_id}.{self.task_id}", (UNKNOWN,))
-        requests, label = self.contract.shard(self.map_index)
-        return Bulk(bulk_id, job_id, shard_bulk_label(self.dag_id, self.task_id, self.map_index, label), requests)
-
-
-class Runs(NamedTuple):
-    """A try's runs handed to the workers whose end is not yet read, and when the latest went (monotonic)."""
-
-    unread: int  # runs whose end is not yet read
-    handed_at: float
-
-
-@dataclass
-class Held:
-    """A try waiting for its grant, with the newest workload the scheduler gave for it."""
-
-    workload: Any
-    attempt: Try
-    since: float = field(default_factory=time.monotonic)  # when it was first queued for this admission
-
-
-class WorkerOperations(Protocol):
-    """What the gate asks of its executor (the executor does it with Airflow; tests record it)."""
-
-    def hand_over(self, workload: Any) -> None:
-        """Start the workload on a worker (with a fresh token: it may have waited long)."""
-
-    def fail(self, workload: Any, message: str) -> None:
-        """Report the try FAILED, with `message` in its task log (no worker ever ran it)."""
-
-    def note(self, workload: Any, message: str) -> None:
-        """Write an informational line into the try's task log."""
-
-
-class Metrics(Protocol):
-    """Counts grants (with how long the bulk waited) and rejections (`metrics.PoolMetrics`)."""
-
-    def granted(self, waited_s: float | None) -> None: ...
-
-    def rejected(self) -> None: ...
-
-
-class Copies(Protocol):
-    """The speculative copies sharing the pool (`copies.CopyRunner`)."""
-
-    @property
-    def waiting(self) -> Mapping[str, Any]: ...
-
-    def owns(self, bulk_id: str) -> bool: ...
-
-    def launch(self, grant: Grant) -> None: ...
-
-
-class Recovery(Protocol):
-    """Grants restored after a scheduler restart (`recovery.GrantRecovery`)."""
-
-    adopted: dict[str, str]
+from .tries import Copies, Held, Metrics, Recovery, Try, WorkerOperations, now_is
+from .unheard import UnheardEnds
 
 
 class AdmissionGate:
@@ -118,20 +46,21 @@ class AdmissionGate:
 
     def __init__(self, pool: SlotPool, store: RegionflowStore, operations: WorkerOperations, *,
                  copies: Copies, recovery: Recovery, metrics: Metrics, log: Any = None,
-                 owner: str | None = None) -> None:
-        """`owner`: this scheduler's id in the store (its rows are its own; other schedulers share the pool)."""
+                 owner: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        """`owner`: this scheduler's id in the store (its rows are its own; other schedulers share the pool).
+        `clock`: monotonic seconds, for how long a try waited and when its latest run went to the workers."""
         self.pool, self.store, self.operations = pool, store, operations
         self.copies, self.recovery, self.metrics = copies, recovery, metrics
         self.log = log or logging.getLogger(__name__)
-        self.owner = owner
+        self.owner, self.clock = owner, clock
         self.shared = SharedPool(pool, store, self.log)  # every grant decision goes through it
         self.held: dict[str, Held] = {}  # bulk id -> try waiting for its grant
         self.waiting: dict[Hashable, str] = {}  # try key -> bulk id of its waiting admission
         self.granted: dict[Hashable, str] = {}  # try key -> bulk id of its live grant
-        self.runs: dict[Hashable, Runs] = {}  # try key -> its runs handed to the workers, end not yet read
+        self.runs = RunLedger(clock)  # try key -> its runs handed to the workers, end not yet read
         self._requeue: list[Held] = []  # held tries whose place another scheduler released
         self._unrecorded: dict[str, str | None] = {}  # bulk id -> message of a release the store missed
-        self._unheard: dict[Hashable, float] = {}  # granted try key -> when Airflow's database first said it ended
+        self._unheard = UnheardEnds()  # granted tries Airflow's database shows ended, no worker having said so
 
     # ---- in ---------------------------------------------------------------------------------------
 
@@ -178,7 +107,7 @@ class AdmissionGate:
         except UnfulfillableBulk as rejection:
             self._reject(workload, bulk, str(rejection))
             return
-        self.held[bulk.bulk_id] = Held(workload, attempt)
+        self.held[bulk.bulk_id] = Held(workload, attempt, self.clock())
         self.waiting[key] = bulk.bulk_id
         self.start(grants)
 
@@ -273,13 +202,10 @@ class AdmissionGate:
     def end_of_run(self, key: Hashable, state: str) -> bool:
         """A run of try `key` ended: whether to report it. Not when the scheduler queued the try again
         before this end was read (reported, Airflow would take it for the new run's end)."""
-        runs = self.runs.get(key)
-        if runs is not None and runs.unread > 1:
-            self.runs[key] = runs._replace(unread=runs.unread - 1)
-            self.log.info("RegionExecutor: late %s of an earlier run of %s not reported", state, key)
-            return False
-        self.runs.pop(key, None)
-        return True
+        if self.runs.end_read(key):
+            return True
+        self.log.info("RegionExecutor: late %s of an earlier run of %s not reported", state, key)
+        return False
 
     def not_stuck(self, key: Hashable, now: float, starting_s: float) -> str | None:
         """Why try `key`, QUEUED too long in Airflow's eyes, is not stuck (None: it is). It waits for its
@@ -287,8 +213,7 @@ class AdmissionGate:
         (monotonic), so its worker is starting it."""
         if key in self.waiting:
             return f"keeps {key} waiting for its slots in FIFO order; it is not stuck"
-        runs = self.runs.get(key)
-        if runs is not None and now - runs.handed_at < starting_s:
+        if self.runs.starting(key, now, starting_s):
             return f"handed {key} to its workers less than {starting_s:g} s ago; it is starting, not stuck"
         return None
 
@@ -320,31 +245,15 @@ class AdmissionGate:
             state, try_number = states.get(held.attempt.ti_id, (None, None))
             if try_number == held.attempt.try_number and state in still_queued:
                 continue
-            now_is = _now_is(state, try_number)
-            self.withdraw(bulk_id, f"withdrawn from the slot queue: the task instance is {now_is} now")
+            now = now_is(state, try_number)
+            self.withdraw(bulk_id, f"withdrawn from the slot queue: the task instance is {now} now")
 
     def unheard_ends(self, states: Mapping[str, tuple[Any, int | None]], live_states: frozenset[Any], now: float,
                      grace_s: float) -> list[tuple[Hashable, str]]:
-        """Granted tries whose end never reached the executor, with what Airflow's database says of them.
-
-        `states` maps task instance ids to their (state, try number) in Airflow's database (absent:
-        deleted). A granted try has ended there when its task instance is gone, is at another try, or is
-        in none of `live_states` (queued, running). Normally the worker's report of that end comes within
-        a sync or two; a try that has looked ended for `grace_s` seconds (`now` is monotonic) without it
-        is returned, to be ended with `end_unheard`. LocalExecutor loses the report of a worker process
-        that dies, and the try's slots would otherwise stay taken for good."""
-        found = []
-        for key, bulk_id in self.granted.items():
-            ti_id, try_number = try_of(bulk_id)
-            state, now_try = states.get(ti_id, (None, None))
-            if now_try == try_number and state in live_states:
-                self._unheard.pop(key, None)
-                continue
-            if now - self._unheard.setdefault(key, now) >= grace_s:
-                found.append((key, _now_is(state, now_try)))
-        for key in [key for key in self._unheard if key not in self.granted]:
-            del self._unheard[key]
-        return found
+        """Granted tries whose end never reached the executor, with what Airflow's database says of them:
+        those that have looked ended there for `grace_s` seconds (`UnheardEnds.found`), to be ended with
+        `end_unheard`. `states` maps task instance ids to their (state, try number) in Airflow's database."""
+        return self._unheard.found(self.granted, states, live_states, now, grace_s)
 
     def granted_ti_ids(self) -> list[str]:
         """The task instance ids of the granted tries (what `unheard_ends` needs the states of)."""
@@ -352,8 +261,8 @@ class AdmissionGate:
 
     def end_unheard(self, key: Hashable, now_is: str) -> None:
         """End a granted try found by `unheard_ends`: its runs are forgotten and its slots go back."""
-        self._unheard.pop(key, None)
-        self.runs.pop(key, None)
+        self._unheard.forget(key)
+        self.runs.forget(key)
         bulk_id = self.granted.pop(key, None)
         if bulk_id is not None:
             self.log.warning("RegionExecutor: %s is %s in Airflow's database, but no worker reported its end; "
@@ -367,7 +276,7 @@ class AdmissionGate:
         if bulk_id is not None:
             self.held.pop(bulk_id, None)
             guarded(self.log, "freeing its slots", self._free, bulk_id, message)
-        self.runs.pop(key, None)
+        self.runs.forget(key)
         self.operations.fail(workload, message)
 
     def fail_unexpected(self, workload: Any, key: Hashable, doing: str, error: BaseException) -> None:
@@ -381,7 +290,7 @@ class AdmissionGate:
         if key in self.waiting:
             self.withdraw(self.waiting[key], "revoked by Airflow (queued past [scheduler] task_queued_timeout)")
             return
-        self.runs.pop(key, None)
+        self.runs.forget(key)
         bulk_id = self.granted.pop(key, None)
         if bulk_id is not None:
             self.log.warning("RegionExecutor: %s revoked by Airflow (queued too long); its slots are released", key)
@@ -421,8 +330,7 @@ class AdmissionGate:
         return True
 
     def _hand_over(self, workload: Any, key: Hashable) -> None:
-        runs = self.runs.get(key)
-        self.runs[key] = Runs(runs.unread + 1 if runs else 1, time.monotonic())
+        self.runs.handed(key)
         self.operations.hand_over(workload)
 
     def _run_shortfall(self, attempt: Try, job_id: str) -> str:
@@ -474,11 +382,6 @@ def _as_admitted(bulk: Bulk, record: GrantRecord) -> Bulk:
         return replace(bulk, bulk_id=record.bulk_id)
     requests = tuple(ResourceProfile.from_dict(request) for request in record.requests)
     return replace(bulk, bulk_id=record.bulk_id, requests=requests)
-
-
-def _now_is(state: Any, try_number: int | None) -> str:
-    """What Airflow's database says a task instance is now, for messages: deleted, or state and try."""
-    return "deleted" if try_number is None else f"{state or 'cleared'} (try {try_number})"
 
 
 def _now() -> str:

@@ -16,7 +16,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from airflow.exceptions import AirflowConfigException
@@ -108,9 +108,10 @@ def renew_queued_time(ti_ids: Iterable[str]) -> None:
                             .execution_options(synchronize_session=False))
 
 
-def task_instance_finished(ti_id: str) -> bool:
-    """True when the task instance is gone or in a finished state."""
-    found = task_instance_states([ti_id]).get(str(ti_id))
+def task_instance_finished(ti_id: str, states: Callable[[Iterable[str]], Mapping[str, tuple[Any, int]]] =
+                           task_instance_states) -> bool:
+    """True when the task instance is gone or in a finished state (`states`: how its state is read)."""
+    found = states([ti_id]).get(str(ti_id))
     return found is None or found[0] in FINISHED_STATES
 
 

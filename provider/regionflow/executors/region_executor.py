@@ -22,10 +22,14 @@ entries of lost hosts, for every run, which `lost_hosts.LostHostWatch` probes: l
 again, extended while it is silent. Sensor tasks
 ask for no slot (`regionflow.contract.NoSlots` in their ``executor_config``) and go straight to the
 workers.
+
+The executor builds none of its collaborators: `composition.build_parts` makes them from ``[regionflow]``,
+and what they meet outside the scheduler's memory (clocks, Airflow's database, the store, Spark, the
+workers) can be given instead through `composition.Seams` (tests do). Granted workloads go to
+`workers.LocalWorkers`, through the gate's `workers.AirflowOperations`.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,36 +37,16 @@ from airflow.executors.local_executor import LocalExecutor
 from airflow.executors.workloads import ExecuteTask
 from airflow.utils.state import TaskInstanceState
 
-from ..airflow_internals import hand_to_local_workers
 from ..config import RegionflowConfig
 from ..contract import ContractError, from_executor_config
 from ..core.errors import RegionflowError
-from ..scheduling.pool import Grant, SlotPool
-from ..scheduling.requirements import describe_counts
-from ..spark.backends import configured_servers, configured_stopper
-from ..spark.health import SparkHostProbe
-from ..spark.idle import IdleServerReaper
-from ..store import GrantState, RegionflowStore
-from ..store.coordination import STOPPED_AFTER_S
-from .admission import AdmissionGate, Try
-from .copies import CopyRunner
+from ..store import GrantState
+from .admission import Try
+from .composition import Seams, build_parts
 from .guard import Every, guarded
-from .guest import (
-    FINISHED_STATES,
-    STILL_LIVE,
-    STILL_QUEUED,
-    RegionflowConfigError,
-    append_task_log,
-    renew_queued_time,
-    task_instance_finished,
-    task_instance_states,
-)
-from .leftovers import Leftovers
-from .lost_hosts import LostHostWatch
-from .metrics import PoolMetrics
-from .queued_stamps import STARTING_FRACTION, QueuedStamps
-from .recovery import BlocklistMirror, GrantRecovery
-from .store_retry import OUTAGE_RETRY_S, RetryingStore, StoreRetry
+from .guest import FINISHED_STATES, STILL_LIVE, STILL_QUEUED, RegionflowConfigError
+from .queued_stamps import STARTING_FRACTION
+from .workers import AirflowOperations, LocalWorkers
 
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] slot_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
@@ -73,35 +57,23 @@ UNHEARD_END_GRACE_S = 120.0  # a try ended in Airflow's database this long witho
 class RegionExecutor(LocalExecutor):
     serve_logs = False  # keep every server on loopback: logs are read from local files
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, seams: Seams | None = None, **kwargs: Any) -> None:
+        """Airflow's arguments, and `seams`: what to use instead of the real outside world (tests: see
+        `composition.Seams`); the collaborators are built by `composition.build_parts`."""
         super().__init__(*args, **kwargs)
         self.rf_config = _read_config(self.log)
-        self.pool = SlotPool(self.rf_config.cluster, blocklist_expiry_s=self.rf_config.blocklist_expiry,
-                             resource_wait_timeout_s=self.rf_config.resource_wait_timeout)
-        stopped_after_s = _stopped_after_s()
-        # a short outage of the store (a server restart) delays scheduling instead of failing tasks; the loop
-        # waits at most half the time after which peers would take this scheduler for stopped
-        self.store = RetryingStore.from_config(self.rf_config.store_url, retry=StoreRetry(
-            min(OUTAGE_RETRY_S, stopped_after_s / 2), log=self.log))
-        self.metrics = PoolMetrics()
-        self._noticed_jobs: dict[str, str] = {}  # run (job id) -> what it waited for when last told
+        seams = seams or Seams()
+        self.task_workers = seams.workers if seams.workers is not None else LocalWorkers(self)
+        parts = build_parts(self.rf_config, self.log, AirflowOperations(self), seams)
+        self.pool, self.store, self.gate = parts.pool, parts.store, parts.gate
+        self.copies, self.recovery, self.blocklist = parts.copies, parts.recovery, parts.blocklist
+        self.leftovers, self.metrics, self.notices = parts.leftovers, parts.metrics, parts.notices
+        self.lost_hosts, self.idle_reaper = parts.lost_hosts, parts.idle_reaper
+        # Airflow takes a try QUEUED this long for stuck; waiting tries are kept from counting (see `revoke_task`)
+        self.queued_timeout_s, self.queued_stamps = parts.queued_timeout_s, parts.queued_stamps
+        self.clock, self.task_states = parts.clock, parts.task_states
         self._held_check = Every(HELD_CHECK_INTERVAL_S)
         self._granted_check = Every(GRANTED_CHECK_INTERVAL_S)
-        self.leftovers = Leftovers(self.store, configured_stopper(self.rf_config), self.log)
-        self.copies = CopyRunner(self.pool, self.store, self.rf_config, self.log, start=self._start,
-                                 release=self._release, leftovers=self.leftovers)  # speculative copies
-        self.recovery = GrantRecovery(self.store, self.copies, self.log, task_instance_finished,
-                                      stopped_after_s=stopped_after_s)
-        self.copies.owner = self.recovery.scheduler_id
-        self.blocklist = BlocklistMirror(self.store, self.pool, self.log, start=self._start)
-        self.lost_hosts = _lost_host_watch(self.rf_config, self.store, self.log)  # probes hosts lost for every run
-        self.gate = AdmissionGate(self.pool, self.store, _AirflowWorkers(self), copies=self.copies,
-                                  recovery=self.recovery, metrics=self.metrics, log=self.log,
-                                  owner=self.recovery.scheduler_id)
-        self.idle_reaper = _idle_reaper(self.rf_config)  # session backend: stops servers of idle hosts
-        # Airflow takes a try QUEUED this long for stuck; waiting tries are kept from counting (see `revoke_task`)
-        self.queued_timeout_s = _queued_timeout_s()
-        self.queued_stamps = QueuedStamps(self.queued_timeout_s, renew_queued_time)
         self._idle_check = Every(IDLE_CHECK_INTERVAL_S)
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -161,7 +133,7 @@ class RegionExecutor(LocalExecutor):
 
     def _revoke(self, key: Any) -> bool:
         """Revoke try `key`; False when it was handed to the workers moments ago and keeps its slots."""
-        not_stuck = self.gate.not_stuck(key, time.monotonic(), self.queued_timeout_s * STARTING_FRACTION)
+        not_stuck = self.gate.not_stuck(key, self.clock(), self.queued_timeout_s * STARTING_FRACTION)
         if not_stuck is not None:
             self.log.warning("RegionExecutor: Airflow took %s for stuck, but the executor %s (its queued time "
                              "could not be renewed in time)", key, not_stuck)
@@ -197,7 +169,7 @@ class RegionExecutor(LocalExecutor):
             return True
         if record is not None and record.state in (GrantState.WAITING, GrantState.GRANTED):
             self.recovery.adopted.pop(record.bulk_id, None)  # taken over already: its task will not run
-            self._release(record.bulk_id)
+            self.gate.release(record.bulk_id)
         return False
 
     # ---- workloads ------------------------------------------------------------------------------
@@ -217,12 +189,6 @@ class RegionExecutor(LocalExecutor):
                 others.append(workload)
         if others:
             guarded(self.log, "handing callbacks to the workers", super()._process_workloads, others)
-
-    def _start(self, grants: list[Grant]) -> None:
-        self.gate.start(grants)
-
-    def _release(self, bulk_id: str) -> None:
-        self.gate.release(bulk_id)
 
     def _release_adopted(self, bulk_id: str) -> None:
         """An adopted try (of a stopped scheduler) ended: settle what its task process left running first."""
@@ -246,17 +212,17 @@ class RegionExecutor(LocalExecutor):
             self.gate.after_end(key, str(state))
 
     def sync(self) -> None:
-        guarded(self.log, "reading the workers' results", super().sync)
+        guarded(self.log, "reading the workers' results", self.task_workers.read_results)
         for what, step in (("finishing speculative copies", self.copies.finish_ended),
                            ("mirroring the blocklist", self.blocklist.mirror),
                            ("taking copy requests", self.copies.take_requests),
                            ("polling the slot pool", self._poll_pool),
-                           ("noticing starving jobs", self._notice_starving_jobs),
+                           ("noticing starving jobs", self.notices.tell),
                            ("heartbeat and taking over stopped schedulers",
                             lambda: self.recovery.tick(self._release_adopted)),
                            ("reading the shared slot pool", self.gate.refresh),
                            ("starting an elastic region with fewer slots",
-                            lambda: self.gate.start_elastic(self.rf_config.elastic_wait, time.monotonic())),
+                            lambda: self.gate.start_elastic(self.rf_config.elastic_wait, self.clock())),
                            ("checking waiting task instances", self._check_held),
                            ("renewing the queued time of waiting task instances", self._renew_queued_times),
                            ("checking granted task instances", self._check_granted),
@@ -265,7 +231,7 @@ class RegionExecutor(LocalExecutor):
             guarded(self.log, what, step)
 
     def _stop_idle_servers(self) -> None:
-        if self.idle_reaper is None or not self._idle_check.due():
+        if self.idle_reaper is None or not self._idle_check.due(self.clock()):
             return
         for host in self.idle_reaper.tick(self.pool.busy_hosts()):
             self.log.info("RegionExecutor: host %s idle for %.0f s: its Spark Connect server is stopped "
@@ -273,15 +239,15 @@ class RegionExecutor(LocalExecutor):
                           self.idle_reaper.timeout)
 
     def _poll_pool(self) -> None:
-        self._start(self.pool.poll())  # blocklist entries that expired
+        self.gate.start(self.pool.poll())  # blocklist entries that expired
 
     def _check_held(self) -> None:
         """Withdraw waiting workloads whose task instance changed outside the executor: marked success
         or failed in the UI, cleared (a new try), deleted. Airflow's own metadata says so; LocalExecutor
         would have started them and had the execution API refuse them, we just stop waiting."""
-        if not self.gate.held or not self._held_check.due():
+        if not self.gate.held or not self._held_check.due(self.clock()):
             return
-        states = task_instance_states([held.attempt.ti_id for held in self.gate.held.values()])
+        states = self.task_states([held.attempt.ti_id for held in self.gate.held.values()])
         self.gate.withdraw_changed(states, STILL_QUEUED)
 
     def _renew_queued_times(self) -> None:
@@ -292,34 +258,14 @@ class RegionExecutor(LocalExecutor):
         """Release the slots of tries that ended in Airflow's database but whose end no worker reported
         (`AdmissionGate.unheard_ends`: LocalExecutor loses the report of a worker process that dies),
         after stopping the Spark work they left running, as for any ended try."""
-        now = time.monotonic()
+        now = self.clock()
         if not self.gate.granted or not self._granted_check.due(now):
             return
-        states = task_instance_states(self.gate.granted_ti_ids())
+        states = self.task_states(self.gate.granted_ti_ids())
         for key, now_is in self.gate.unheard_ends(states, STILL_LIVE, now, UNHEARD_END_GRACE_S):
             guarded(self.log, f"settling what {key} left running", self.leftovers.settle, self.gate.granted[key])
             self.running.discard(key)
             self.gate.end_unheard(key, now_is)
-
-    def _notice_starving_jobs(self) -> None:
-        """FLIP-138's not-enough-resources notice for a DAG run that waits past ``resource_wait_timeout``:
-        once per run and per change of what it waits for, in the scheduler log and in the log of its
-        oldest waiting task. A run that no longer starves is forgotten, so a later starvation is told."""
-        told: dict[str, str] = {}
-        new = 0
-        for notice in self.pool.overdue_jobs():
-            need = describe_counts(notice.outstanding)
-            told[notice.job_id] = need
-            if self._noticed_jobs.get(notice.job_id) == need:
-                continue
-            new += 1
-            self.log.warning("RegionExecutor: not enough resources: %s", notice.message)
-            held = self.gate.held.get(notice.oldest_bulk_id)  # None for a speculative copy
-            if held is not None:
-                append_task_log(held.workload, f"regionflow: not enough resources: {notice.message}", level="warning",
-                                last=False)
-        self._noticed_jobs = told
-        self.metrics.starving(len(told), new)
 
     def _warn_about_airflow_limits(self) -> None:
         from airflow.configuration import conf
@@ -336,21 +282,6 @@ class RegionExecutor(LocalExecutor):
                                  "slot pool, will gate tasks (raise it to at least %d)", name, value, slots, slots)
 
 
-def _stopped_after_s() -> float:
-    """After how long without a heartbeat another scheduler counts as stopped: Airflow's own rule."""
-    from airflow.configuration import conf
-
-    return conf.getfloat("scheduler", "scheduler_health_check_threshold", fallback=STOPPED_AFTER_S)
-
-
-def _queued_timeout_s() -> float:
-    """Airflow's ``[scheduler] task_queued_timeout``: how long a task may stay QUEUED before the scheduler
-    takes it for stuck."""
-    from airflow.configuration import conf
-
-    return conf.getfloat("scheduler", "task_queued_timeout", fallback=600.0)
-
-
 def _job_id(job_id: Any) -> int | None:
     return job_id if isinstance(job_id, int) else None
 
@@ -362,31 +293,6 @@ def _try_of(workload: ExecuteTask) -> Try:
     return Try(workload.key, str(ti.id), ti.try_number, ti.dag_id, ti.run_id, ti.task_id, ti.map_index, contract)
 
 
-class _AirflowWorkers:
-    """The admission gate's `WorkerOperations`, done with LocalExecutor's workers and Airflow's task logs."""
-
-    def __init__(self, executor: RegionExecutor) -> None:
-        self.executor = executor
-
-    def hand_over(self, workload: ExecuteTask) -> None:
-        executor = self.executor
-        workload.token = workload.generate_token(str(workload.ti.id), executor.jwt_generator)
-        guarded(executor.log, f"renewing the queued time of {workload.key}", executor.queued_stamps.handed,
-                str(workload.ti.id))
-        executor.running.add(workload.key)
-        hand_to_local_workers(executor, workload)
-
-    def fail(self, workload: ExecuteTask, message: str) -> None:
-        append_task_log(workload, message)
-        try:  # LocalExecutor's own report: the gate has already settled the try's slots
-            LocalExecutor.change_state(self.executor, workload.key, TaskInstanceState.FAILED, message)
-        except Exception:  # noqa: BLE001
-            self.executor.log.exception("RegionExecutor: cannot report %s as failed", workload.key)
-
-    def note(self, workload: ExecuteTask, message: str) -> None:
-        append_task_log(workload, message, level="info")
-
-
 def _read_config(log: Any) -> RegionflowConfig:
     """``[regionflow]``, checked before the executor does anything; a bad option is logged as one error line
     in the scheduler's log and raised as `RegionflowConfigError` with the same line (the scheduler exits)."""
@@ -396,19 +302,3 @@ def _read_config(log: Any) -> RegionflowConfig:
         message = f"RegionExecutor cannot start: {error}"
         log.error("%s", message)
         raise RegionflowConfigError(message) from None
-
-
-def _lost_host_watch(config: RegionflowConfig, store: RegionflowStore, log: Any) -> LostHostWatch | None:
-    """The probes of hosts lost for every run; None when ``lost_host_probe_interval`` is 0 or no
-    host-lost entry is ever written (`RegionflowConfig.blocks_lost_hosts`)."""
-    if config.lost_host_probe_interval <= 0 or not config.blocks_lost_hosts:
-        return None
-    return LostHostWatch(store, SparkHostProbe.of(config), config.blocklist_expiry, log,
-                         interval_s=config.lost_host_probe_interval)
-
-
-def _idle_reaper(config: RegionflowConfig) -> IdleServerReaper | None:
-    """The idle-server reaper of the session backend; None with submit or a timeout of 0."""
-    if config.backend != "session" or config.slot_idle_timeout <= 0:
-        return None
-    return IdleServerReaper(configured_servers(config), config.slot_idle_timeout)
