@@ -7,7 +7,7 @@ import time
 import pytest
 
 from regionflow.cli import main
-from regionflow.gc_cli import collect
+from regionflow.cli.gc import collect
 from regionflow.spark.store import run_key_for
 from regionflow.store import RegionflowStore
 

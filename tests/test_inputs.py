@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_bound import MemoryBoundExceeded, MiB, memory_bound
 
-from regionflow.cli import main, schema_of
+from regionflow.cli import main
+from regionflow.cli.schema import schema_of
 from regionflow.config import RegionflowConfig
 from regionflow.core.errors import RegionflowError
 from regionflow.core.graph import MAX_PARALLELISM, JobGraph

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from regionflow.cli import plan_output
+from regionflow.cli.plan import plan_output
 from regionflow.core.errors import SpecError
 from regionflow.core.graph import JobGraph
 from regionflow.core.modes import ExchangeMode

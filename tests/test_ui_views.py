@@ -86,7 +86,7 @@ def test_the_plugin_opens_the_store_once_it_exists_not_before(tmp_path, monkeypa
 
 
 def test_the_schedulers_sharing_the_pool_are_shown_with_their_heartbeat(tmp_path):
-    from regionflow.status_cli import cluster_text
+    from regionflow.cli.status import cluster_text
 
     store = store_at(tmp_path)
     store.register_scheduler("host1:10:aa", hostname="host1", pid=10)  # heartbeat at tick ~1000

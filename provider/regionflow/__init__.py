@@ -30,7 +30,7 @@ def get_provider_info() -> dict:
         "versions": [__version__],
         "executors": ["regionflow.executors.RegionExecutor"],
         "config": _config_metadata(),
-        "cli": ["regionflow.airflow_cli.get_cli_commands"],
+        "cli": ["regionflow.cli.airflow.get_cli_commands"],
     }
 
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from regionflow.cli import main, resource_name_warnings
+from regionflow.cli import main
+from regionflow.cli.plan import resource_name_warnings
 from regionflow.core.errors import RegionflowError, ResourceError, SpecError
 from regionflow.core.graph import JobGraph, load_job
 from regionflow.core.jobspec import graph_from_spec, load_spec_file

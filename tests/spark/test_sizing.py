@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from regionflow.cli import plan_output
+from regionflow.cli.plan import plan_output
 from regionflow.core.graph import JobGraph
 from regionflow.core.plan import Plan
 from regionflow.core.resources import UNKNOWN, ResourceProfile

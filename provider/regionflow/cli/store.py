@@ -6,27 +6,24 @@ Airflow schedulers stopped; rows are kept. A store that is already current is le
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
-from .store.engine import STORE_URL_VARIABLE
+from .common import add_store_url_option, store_url_from_args
 
 
-def add_migrate_store(commands: Any) -> None:
+def register(commands: Any) -> None:
     """Register ``migrate-store`` on the CLI's subcommands."""
     migrate = commands.add_parser("migrate-store", help="upgrade regionflow's store to this version's schema "
                                                         "(stop the Airflow schedulers first)")
-    migrate.add_argument("--store-url", default=None,
-                         help=f"regionflow's store (default: ${STORE_URL_VARIABLE}, else "
-                              "sqlite:///$AIRFLOW_HOME/regionflow.db)")
+    add_store_url_option(migrate)
     migrate.set_defaults(handler=run_migrate_store)
 
 
 def run_migrate_store(args: argparse.Namespace) -> int:
     """Migrate the store named by ``--store-url``, the environment, or the default; print what was done."""
-    from .store import default_url, mask_url, migrate
+    from ..store import mask_url, migrate
 
-    url = args.store_url or os.environ.get(STORE_URL_VARIABLE) or default_url()
+    url = store_url_from_args(args)
     before, after = migrate(url)
     if before == after:
         print(f"regionflow's store at {mask_url(url)} is already at schema version {after}")
@@ -35,4 +32,4 @@ def run_migrate_store(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_migrate_store", "run_migrate_store"]
+__all__ = ["register", "run_migrate_store"]

@@ -1,10 +1,10 @@
-"""What ``airflow regionflow status | plan | hosts`` run (defined in `regionflow.airflow_cli`).
+"""What ``airflow regionflow status | plan | hosts`` run (defined in `regionflow.cli.airflow`).
 
 Each command reads the ``[regionflow]`` section (`RegionflowConfig.from_airflow`) and prints what the
-``regionflow`` command line prints for the same store, job or hosts: `status_cli.status_output`,
-`cli.plan_output`, `status_cli.hosts_output`. An expected failure (a bad ``[regionflow]`` option, a
-DAG that does not exist or is not a regionflow DAG, a missing store or run) is one line on stderr,
-``airflow regionflow <command>: error: ...``, and exit status 2; no traceback.
+``regionflow`` command line prints for the same store, job or hosts: `regionflow.cli.status.status_output`,
+`regionflow.cli.plan.plan_output`, `regionflow.cli.status.hosts_output`. An expected failure (a bad
+``[regionflow]`` option, a DAG that does not exist or is not a regionflow DAG, a missing store or run)
+is one line on stderr, ``airflow regionflow <command>: error: ...``, and exit status 2; no traceback.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .core.errors import RegionflowError, SpecError
-from .core.graph import JobGraph
+from ..core.errors import RegionflowError, SpecError
+from ..core.graph import JobGraph
 
 EXIT_ERROR = 2
 
@@ -63,7 +63,7 @@ def _logs_to_stderr() -> None:
 
 
 def _config() -> Any:
-    from .config import RegionflowConfig
+    from ..config import RegionflowConfig
 
     return RegionflowConfig.from_airflow()
 
@@ -72,7 +72,7 @@ def _config() -> Any:
 def status(args: argparse.Namespace) -> str:
     """``airflow regionflow status [DAG_ID RUN_ID]``: `regionflow status` for ``[regionflow] store_url``
     and ``hosts``."""
-    from .status_cli import status_output
+    from .status import status_output
 
     config = _config()
     return status_output(config.store_url, config.cluster, args.dag_id, args.run_id, args.format)
@@ -81,7 +81,7 @@ def status(args: argparse.Namespace) -> str:
 @_one_line_errors
 def hosts(args: argparse.Namespace) -> str:
     """``airflow regionflow hosts``: the hosts of ``[regionflow] hosts``, one per line."""
-    from .status_cli import hosts_output
+    from .status import hosts_output
 
     return hosts_output(_config().cluster, args.format)
 
@@ -89,7 +89,8 @@ def hosts(args: argparse.Namespace) -> str:
 @_one_line_errors
 def plan(args: argparse.Namespace) -> str:
     """``airflow regionflow plan DAG_ID``: the plan of the DAG's regionflow job, as `regionflow plan` prints it."""
-    from .cli import mode_option, plan_output
+    from .common import mode_option
+    from .plan import plan_output
 
     config = _config()  # a bad [regionflow] option is named here, not as the DAG file's import error
     mode = mode_option(args.mode)
@@ -103,7 +104,7 @@ def dag_job(dag_id: str) -> JobGraph:
     from airflow import settings
     from airflow.models import DagBag
 
-    from .operators.region import attached_job
+    from ..operators.region import attached_job
 
     known = _dag_file_in_db(dag_id)
     for where in ([known] if known else []) + [settings.DAGS_FOLDER]:  # the file, else the folder (it moved)

@@ -1,25 +1,24 @@
 """``regionflow session start|stop|status``: the Spark Connect servers of a cluster's hosts.
 
 For a real installation these run beside Airflow, e.g. under systemd (see the README); the embedded
-stack and ``regionflow run`` start and stop their own.
+stack and ``regionflow run`` start and stop their own. `regionflow.spark.connect` imports no PySpark.
 """
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any
 
-from .output import print_document
-from .spark.connect import DEFAULT_BASE_PORT, DEFAULT_START_TIMEOUT_S, SessionServers, default_state_dir
+from ..output import print_document
+from ..spark.connect import DEFAULT_BASE_PORT, DEFAULT_START_TIMEOUT_S, SessionServers, default_state_dir
+from .common import add_cluster_options, cluster_from_args
 
 EXIT_DOWN = 1  # `status`: some server is not up
 
 
-def add_session(commands: Any, add_cluster_options: Callable[[argparse.ArgumentParser], None],
-                cluster_from_args: Callable[[argparse.Namespace], Any]) -> None:
-    """Register ``session start|stop|status`` on the CLI's subcommands (the cluster options and their
-    parser are the CLI's own, shared with ``simulate`` and ``run``)."""
+def register(commands: Any) -> None:
+    """Register ``session start|stop|status`` on the CLI's subcommands (the cluster options are shared
+    with ``simulate`` and ``run``)."""
     session = commands.add_parser("session", help="long-lived Spark Connect servers, one per host")
     actions = session.add_subparsers(title="actions")
     helps = {"start": "start the servers that are not up and wait until they answer",
@@ -38,11 +37,11 @@ def add_session(commands: Any, add_cluster_options: Callable[[argparse.ArgumentP
         if action == "start":
             parser.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S,
                                 help="seconds to wait for each server to answer")
-        parser.set_defaults(handler=lambda args: run_session(args, cluster_from_args(args)), action=action)
+        parser.set_defaults(handler=run_session, action=action)
 
 
-def run_session(args: argparse.Namespace, cluster: Any) -> int:
-    servers = SessionServers(cluster, args.state_dir or default_state_dir(), args.base_port)
+def run_session(args: argparse.Namespace) -> int:
+    servers = SessionServers(cluster_from_args(args), args.state_dir or default_state_dir(), args.base_port)
     if args.action == "start":
         statuses = servers.start(args.host, timeout=args.timeout)
     elif args.action == "stop":
@@ -63,4 +62,4 @@ def run_session(args: argparse.Namespace, cluster: Any) -> int:
     return 0
 
 
-__all__ = ["add_session", "run_session"]
+__all__ = ["register", "run_session"]

@@ -23,11 +23,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .core.errors import SpecError
-from .output import print_document
-from .spark.filesystems import LocalFileSystem, local_path
-from .spark.store import ATTEMPTS, UNITS, run_key_for
-from .store.engine import STORE_URL_VARIABLE
+from ..core.errors import SpecError
+from ..output import print_document
+from ..spark.filesystems import LocalFileSystem, local_path
+from ..spark.store import ATTEMPTS, UNITS, run_key_for
+from .common import STORE_URL_VARIABLE
 
 RETENTION_VARIABLE = "AIRFLOW__REGIONFLOW__PARTITION_RETENTION"
 DATA_DIR_VARIABLE = "AIRFLOW__REGIONFLOW__DATA_DIR"
@@ -75,7 +75,7 @@ def running_runs(store_url: str | None) -> set[str]:
     """Run keys of the runs regionflow's store has live slot requests of (waiting or granted)."""
     if store_url is None:
         return set()
-    from .store import RegionflowStore, store_exists
+    from ..store import RegionflowStore, store_exists
 
     if not store_exists(store_url):
         return set()
@@ -83,7 +83,7 @@ def running_runs(store_url: str | None) -> set[str]:
     return {run_key_for(record.dag_id, record.run_id) for record in store.live_grants() + store.waiting_grants()}
 
 
-def add_gc(commands: Any) -> None:
+def register(commands: Any) -> None:
     """Register ``gc`` on the CLI's subcommands."""
     gc = commands.add_parser("gc", help="remove orphaned attempt dirs and partitions of finished runs")
     gc.add_argument("--data-dir", default=None, help=f"the data dir (default: ${DATA_DIR_VARIABLE})")
@@ -149,4 +149,4 @@ def _newest_change(path: str) -> float:
     return newest
 
 
-__all__ = ["Garbage", "add_gc", "collect", "remove", "run_gc", "running_runs"]
+__all__ = ["Garbage", "collect", "register", "remove", "run_gc", "running_runs"]

@@ -3,48 +3,41 @@ used and free, the FIFO queue and why each region waits, the blocklist, the gran
 given a DAG run, its region tasks' attempts, copies and speculation figures.
 
 `status_output` is the one implementation: ``regionflow status`` calls it with its options,
-``airflow regionflow status`` (`regionflow.airflow_commands`) with the ``[regionflow]`` section. The
-figures are the views of `regionflow.ui.views`, which the Airflow UI plugin shows too.
+``airflow regionflow status`` (`regionflow.cli.airflow_handlers`) with the ``[regionflow]`` section. The
+figures are the views of `regionflow.ui.views`, which the Airflow UI plugin shows too. The store
+(SQLAlchemy) is imported when the command runs.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-from collections.abc import Callable
 from typing import Any
 
-from .core.errors import SpecError
-from .output import print_document
-from .store.engine import STORE_URL_VARIABLE
-
-HOSTS_VARIABLE = "AIRFLOW__REGIONFLOW__HOSTS"
+from ..core.errors import SpecError
+from ..output import print_document
+from .common import HOSTS_VARIABLE, add_cluster_options, add_store_url_option, cluster_from_args, store_url_from_args
 
 
-def add_status(commands: Any, add_cluster_options: Callable[[argparse.ArgumentParser], None],
-               cluster_from_args: Callable[[argparse.Namespace], Any]) -> None:
-    """Register ``status [DAG_ID RUN_ID]`` on the CLI's subcommands (with the CLI's own cluster options)."""
+def register(commands: Any) -> None:
+    """Register ``status [DAG_ID RUN_ID]`` on the CLI's subcommands."""
     status = commands.add_parser("status", help="the slot pool (hosts, FIFO queue, blocklist, grants per run); "
                                                 "with DAG_ID RUN_ID: attempts, speculation metrics and blocklist "
                                                 "of that DAG run")
     status.add_argument("dag_id", nargs="?", default=None)
     status.add_argument("run_id", nargs="?", default=None)
-    status.add_argument("--store-url", default=None,
-                        help=f"regionflow's store (default: ${STORE_URL_VARIABLE}, else "
-                             "sqlite:///$AIRFLOW_HOME/regionflow.db)")
+    add_store_url_option(status)
     add_cluster_options(status)
     status.add_argument("--format", choices=("text", "json"), default="text")
-    status.set_defaults(handler=lambda args: run_status(args, cluster_from_args))
+    status.set_defaults(handler=run_status)
 
 
-def run_status(args: argparse.Namespace, cluster_from_args: Callable[[argparse.Namespace], Any]) -> int:
+def run_status(args: argparse.Namespace) -> int:
     """``regionflow status``: the store from ``--store-url`` (else the environment, else the default);
     for the slot pool, the hosts from ``--hosts``/``--slots``, else ``$AIRFLOW__REGIONFLOW__HOSTS``."""
-    from .store import default_url
-
     if args.hosts is None and args.slots is None and os.environ.get(HOSTS_VARIABLE, "").strip():
         args.hosts = os.environ[HOSTS_VARIABLE]
-    url = args.store_url or os.environ.get(STORE_URL_VARIABLE) or default_url()
+    url = store_url_from_args(args)
     cluster = None if args.dag_id is not None else cluster_from_args(args)
     print_document(status_output(url, cluster, args.dag_id, args.run_id, args.format))
     return 0
@@ -55,8 +48,8 @@ def status_output(store_url: str, cluster: Any, dag_id: str | None = None, run_i
     """What ``status`` prints. Without `dag_id`: the slot pool of `cluster` (a `Cluster`) as the store
     at `store_url` records it; a store that does not exist yet (nothing ran) is an empty pool, and is
     not created. With `dag_id` and `run_id`: that run's view; a missing store or run is an error."""
-    from .store import RegionflowStore, mask_url, store_exists
-    from .ui.views import cluster_view, run_view
+    from ..store import RegionflowStore, mask_url, store_exists
+    from ..ui.views import cluster_view, run_view
 
     if (dag_id is None) != (run_id is None):
         raise SpecError("give both DAG_ID and RUN_ID for one DAG run, or neither for the slot pool")
@@ -141,9 +134,9 @@ def hosts_output(cluster: Any, output_format: str = "text") -> str:
     profile and where Spark runs (JSON: the host objects of ``[regionflow] hosts``)."""
     if output_format == "json":
         return json.dumps(cluster.to_dicts(), indent=2)
-    from .spark.targets import spark_target
+    from ..spark.targets import spark_target
 
     return "\n".join(f"{host.describe()} on {spark_target(host).master}" for host in cluster)
 
 
-__all__ = ["add_status", "cluster_text", "hosts_output", "run_status", "run_text", "status_output"]
+__all__ = ["cluster_text", "hosts_output", "register", "run_status", "run_text", "status_output"]

@@ -1,15 +1,16 @@
 """``airflow regionflow status | plan DAG_ID | hosts``: the provider's ``cli`` entry (`get_cli_commands`).
 
-Airflow imports this module on every ``airflow`` command to build its parser, so it holds only the
-command definitions: each command's function is loaded (`lazy_load_command`) from
-`regionflow.airflow_commands` when that command runs. The commands read regionflow's settings from
-the ``[regionflow]`` section and print what the ``regionflow`` command line prints for them.
+Airflow imports this module (and the light `regionflow.cli` package) on every ``airflow`` command to
+build its parser, so it holds only the command definitions: each command's function is loaded
+(`lazy_load_command`) from `regionflow.cli.airflow_handlers` when that command runs. The commands read
+regionflow's settings from the ``[regionflow]`` section and print what the ``regionflow`` command line
+prints for them.
 """
 from __future__ import annotations
 
 from airflow.cli.cli_config import ARG_VERBOSE, ActionCommand, Arg, CLICommand, GroupCommand, lazy_load_command
 
-_COMMANDS = "regionflow.airflow_commands"
+_COMMANDS = "regionflow.cli.airflow_handlers"
 _SECTION = r"\[regionflow]"  # Airflow's help is rich markup, where a bare [regionflow] is a style tag
 _MODES = "all-blocking | forward-pipelined-only | pointwise-pipelined-only | all-pipelined"
 
