@@ -104,7 +104,7 @@ def dag_job(dag_id: str) -> JobGraph:
     from airflow import settings
     from airflow.models import DagBag
 
-    from ..operators.region import attached_job
+    from ..units.dags import attached_job
 
     known = _dag_file_in_db(dag_id)
     for where in ([known] if known else []) + [settings.DAGS_FOLDER]:  # the file, else the folder (it moved)
