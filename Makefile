@@ -28,7 +28,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv constraints bytecode lint test test-long test-all demo bench clean
+.PHONY: venv constraints bytecode lint test test-quick test-long test-all demo bench clean
 
 venv: $(STAMP)
 
@@ -68,10 +68,15 @@ bytecode: venv
 
 # `make test` is what CI runs: the suite but for the tests marked `long` (tests/conftest.py: scenarios that cost
 # minutes each, each with a cheaper sibling in the suite), which `make test-long` runs; `make test-all` runs both.
+# `make test-quick`, for the edit loop: the tests not marked `heavy` either (tests/conftest.py marks those that
+# start Spark, Airflow, PostgreSQL, Chromium or mypy processes); every test is one or the other.
 PYTEST := $(VPY) -m pytest tests -q -ra --timeout=900 --durations=30
 
 test: venv bytecode
 	$(PYTEST) -m "not long" $(PYTEST_ARGS)
+
+test-quick: venv
+	$(PYTEST) -m "not heavy and not long" $(PYTEST_ARGS)
 
 test-long: venv bytecode
 	$(PYTEST) -m long $(PYTEST_ARGS)

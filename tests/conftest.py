@@ -1,6 +1,7 @@
 """Session-wide fixtures shared by the Spark and Airflow end-to-end tests, and the run's progress
 lines: the machine's speed at the start and end, and a line per finished test module."""
 import logging
+import os
 import time
 
 import pytest
@@ -51,11 +52,93 @@ class ModuleProgress:
 LONG = ("long: a scenario test that costs minutes because it starts many Spark applications (a spark-submit per "
         "region) or drives dozens of DAG runs; `make test` (CI) leaves it out, `make test-long` runs it, "
         "`make test-all` runs everything (README, first lines)")
+HEAVY = ("heavy: starts Spark (a JVM), Airflow, PostgreSQL, Chromium or mypy processes, or needs a fixture that does; "
+         "set by tests/conftest.py (HEAVY_MODULES, HEAVY_FIXTURES), or by hand on one test of a light module. "
+         "`make test-quick` runs the rest (-m 'not heavy and not long'); a run without heavy tests refuses to "
+         "start such a process (HeavyProcessGuard)")
+
+# Modules whose tests start those processes themselves or share a module fixture that does (a stack, a server),
+# and single tests (module::function) that do in a module that otherwise does not.
+HEAVY_MODULES = frozenset({
+    "airflow/test_airflow_cli.py", "airflow/test_conformance.py", "airflow/test_e2e.py", "airflow/test_e2e_session.py",
+    "airflow/test_e2e_session_faults.py", "airflow/test_e2e_speculation.py", "airflow/test_embedded.py",
+    "airflow/test_executor_config.py", "airflow/test_ha_postgres.py", "airflow/test_store_db_manager.py",
+    "airflow/test_store_restart.py", "airflow/test_ui_access.py", "airflow/test_ui_plugin.py",
+    "spark/test_connect.py", "spark/test_disk_full.py", "spark/test_run.py", "spark/test_server_oom.py",
+    "spark/test_standalone.py",
+    "test_cli_output.py", "test_lint.py", "test_smoke_install.py::test_venv_spark_submit_version",
+})
+# Fixtures that start those processes: the session's PostgreSQL, Spark Connect servers and standalone cluster, the
+# reference run, the PySpark app of tests/spark/conftest.py and tests/spark/test_store.py's SparkSession.
+HEAVY_FIXTURES = frozenset({"postgres", "orders_reference", "standalone_cluster", "event_servers", "shared_servers",
+                            "tiny_app", "spark"})
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def pytest_configure(config):
-    """Registers the ``long`` marker (see `LONG`)."""
+    """Registers the ``long`` and ``heavy`` markers (see `LONG`, `HEAVY`)."""
     config.addinivalue_line("markers", LONG)
+    config.addinivalue_line("markers", HEAVY)
+
+
+def is_heavy(item) -> bool:
+    """Whether `item` starts Spark, Airflow, PostgreSQL, Chromium or mypy processes (see `HEAVY`)."""
+    module = os.path.relpath(str(item.path), TESTS_DIR)
+    callspec = getattr(item, "callspec", None)
+    return (module in HEAVY_MODULES or f"{module}::{getattr(item, 'originalname', item.name)}" in HEAVY_MODULES
+            or item.get_closest_marker("heavy") is not None
+            or not HEAVY_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+            or (callspec is not None and callspec.params.get("store_url") == "postgresql"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items):
+    """Every test is heavy or quick: mark the heavy ones (`is_heavy`)."""
+    for item in items:
+        if is_heavy(item) and item.get_closest_marker("heavy") is None:
+            item.add_marker(pytest.mark.heavy)
+
+
+def pytest_collection_finish(session):
+    """A run without heavy tests (``make test-quick``, the light half of ``make test``) refuses to start a
+    heavy process: a test that would is missing from `HEAVY_MODULES` or `HEAVY_FIXTURES`."""
+    if session.items and not any(item.get_closest_marker("heavy") for item in session.items):
+        HeavyProcessGuard.install()
+
+
+class HeavyProcessGuard:
+    """Makes ``subprocess.Popen`` refuse the programs of `HEAVY` (pyspark, Airflow's components, selenium and
+    the tests start theirs through it) with an error naming the fix."""
+
+    PROGRAMS = frozenset({"java", "spark-submit", "spark-class", "pyspark", "initdb", "pg_ctl", "postgres",
+                          "runuser", "chromium", "chromedriver", "airflow"})
+    MODULES = frozenset({"airflow", "mypy"})  # python -m <module>
+    installed = False
+
+    @classmethod
+    def heavy(cls, args) -> bool:
+        argv = [os.fsdecode(arg) if isinstance(arg, bytes | os.PathLike) else str(arg)
+                for arg in ([args] if isinstance(args, str | bytes | os.PathLike) else args)]
+        words = argv[0].split() if len(argv) == 1 else argv  # a shell=True command line
+        return bool(words) and (os.path.basename(words[0]) in cls.PROGRAMS
+                or any(flag == "-m" and module in cls.MODULES for flag, module in zip(words, words[1:])))
+
+    @classmethod
+    def install(cls) -> None:
+        import subprocess
+
+        if cls.installed:
+            return
+        cls.installed = True
+        original = subprocess.Popen.__init__
+
+        def guarded(self, args, *rest, **kwargs):
+            if cls.heavy(args):
+                raise RuntimeError(f"a test run without heavy tests started {args!r}: mark the test heavy "
+                                   f"(tests/conftest.py: HEAVY_MODULES, HEAVY_FIXTURES or @pytest.mark.heavy)")
+            original(self, args, *rest, **kwargs)
+
+        subprocess.Popen.__init__ = guarded
 
 
 def pytest_sessionstart(session):
