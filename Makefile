@@ -70,7 +70,7 @@ bytecode: venv
 # minutes each, each with a cheaper sibling in the suite), which `make test-long` runs; `make test-all` runs both.
 # `make test-quick`, for the edit loop: the tests not marked `heavy` either (tests/conftest.py marks those that
 # start Spark, Airflow, PostgreSQL, Chromium or mypy processes); every test is one or the other.
-PYTEST := $(VPY) -m pytest tests -q -ra --timeout=900 --durations=30
+PYTEST := $(VPY) -m pytest tests -q -ra --timeout=900 --durations=20
 
 test: venv bytecode
 	$(PYTEST) -m "not long" $(PYTEST_ARGS)
