@@ -1,5 +1,6 @@
-"""The executor's store calls wait out a short outage of regionflow's store (`regionflow.executors.store_retry`),
-without Airflow and without sleeping: the retry's sleep and clock are injected, the store calls are recording
+"""The executor's store calls wait out a short outage of regionflow's store (the store's one retry policy,
+`regionflow.store.retry`, with an outage bound: `regionflow.executors.store_retry`), without Airflow and without
+sleeping: the retry's sleep and clock are injected, the store calls are recording
 doubles that fail as told. The end-to-end case (a PostgreSQL store restarted under a running Airflow) is
 tests/airflow/test_store_restart.py."""
 from __future__ import annotations
@@ -120,6 +121,37 @@ def test_any_other_error_is_raised_at_once(fake_time, error):
     assert call.calls == 1 and fake_time.slept == []
 
 
+def locked():
+    return OperationalError("BEGIN IMMEDIATE", {}, sqlite3.OperationalError("database is locked"))
+
+
+def test_one_policy_a_locked_database_is_tried_a_few_times_a_lost_connection_only_with_a_bound(fake_time):
+    """The store's own policy (no bound: task processes, the CLI) and the executor's (a bound) are one."""
+    plain = StoreRetry(0.0, sleep=fake_time.sleep, clock=fake_time.clock)
+    assert plain.call(Flaky(locked(), locked())) == "ok" and len(fake_time.slept) == 2
+    with pytest.raises(StoreError):
+        plain.call(Flaky(refused()))  # a lost connection fails at once, as before any retry
+    assert len(fake_time.slept) == 2 and plain.outage_s == 0
+
+    executors = retry_of(fake_time)
+    stuck = Flaky(forever=locked())
+    with pytest.raises(OperationalError, match="locked"):
+        executors.call(stuck)  # a few tries with a short back-off, however long the outage bound is
+    assert stuck.calls == executors.locked_tries and sum(fake_time.slept) < 3.5
+    assert executors.call(Flaky(refused(), locked(), refused())) == "ok"
+
+
+def test_a_store_call_made_inside_another_runs_once_the_outer_call_is_tried_again(fake_time):
+    """As `record_commit` reads the winner with `commit_for`: tries do not multiply."""
+    retry = retry_of(fake_time)
+    stuck = Flaky(forever=locked())
+    with pytest.raises(OperationalError, match="locked"):
+        retry.call(lambda: retry.call(stuck))
+    assert stuck.calls == retry.locked_tries
+    inner = Flaky(refused())
+    assert retry.call(lambda: retry.call(inner)) == "ok" and inner.calls == 2
+
+
 def test_an_outage_past_the_bound_fails_calls_then_each_tries_once_until_one_succeeds(fake_time, caplog):
     retry = retry_of(fake_time, bound_s=5.0)
     down = Flaky(forever=refused())
@@ -139,8 +171,8 @@ def test_an_outage_past_the_bound_fails_calls_then_each_tries_once_until_one_suc
 
 
 class RecordingRetry(StoreRetry):
-    def __init__(self):
-        super().__init__()
+    def __init__(self, **options):
+        super().__init__(**options)
         self.calls = []
 
     def call(self, action, *args, **kwargs):

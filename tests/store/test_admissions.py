@@ -1,5 +1,5 @@
 """Admissions: one grant row per time Airflow queues a task instance try, and store calls that
-outlast a briefly locked SQLite file."""
+outlast a briefly locked SQLite file (the store's retry policy, regionflow.store.retry)."""
 from __future__ import annotations
 
 import sqlite3
@@ -9,7 +9,8 @@ import time
 import pytest
 
 from regionflow.store import GrantState, RegionflowStore, StateTransitionError, StoreError, admission_of, bulk_id_for
-from regionflow.store.engine import is_locked_error
+from regionflow.store import retry as store_retry
+from regionflow.store.retry import StoreRetry, is_locked_error
 
 FIELDS = dict(dag_id="dag", run_id="run", task_id="sensor", label="dag.sensor", requests=[{"cpu": 1.0}])
 
@@ -80,8 +81,6 @@ def test_a_briefly_locked_database_is_waited_out(locked):
 
 
 def test_a_database_locked_for_good_fails_in_bounded_time_with_the_cause(locked, monkeypatch):
-    from regionflow.store import engine
-
     store, _ = locked
     slept: list[float] = []
     real_sleep, this_thread = time.sleep, threading.get_ident()
@@ -91,12 +90,12 @@ def test_a_database_locked_for_good_fails_in_bounded_time_with_the_cause(locked,
             slept.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr(engine.time, "sleep", sleep)
+    monkeypatch.setattr(store_retry.time, "sleep", sleep)
     started = time.monotonic()
     with pytest.raises(StoreError, match="locked") as raised:
         store.admit("ti", 1, **FIELDS)
     # bounded by counting, not by the wall clock of a possibly slow machine: a few tries, ~3 s of back-off
-    assert len(slept) == engine.LOCKED_RETRIES - 1 and sum(slept) < 3.5
+    assert len(slept) == store_retry.LOCKED_TRIES - 1 and sum(slept) < 3.5
     assert time.monotonic() - started < 120  # and it does not hang
     assert is_locked_error(raised.value)
 
@@ -108,8 +107,6 @@ def test_other_errors_are_not_retried(store):
         calls.append(1)
         raise StoreError("disk full")
 
-    from regionflow.store.engine import retry_when_locked
-
     with pytest.raises(StoreError, match="disk full"):
-        retry_when_locked(boom)()
+        StoreRetry(bound_s=0.0).call(boom)
     assert len(calls) == 1

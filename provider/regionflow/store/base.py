@@ -12,15 +12,17 @@ from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
 from .models import Base
+from .retry import StoreRetry
 
 T = TypeVar("T")
 Clock = Callable[[], float]
 
 
 class LedgerBase:
-    """The sessions and clock a store part uses (implemented by `ledger.RegionflowStore`)."""
+    """The sessions, clock and retry policy a store part uses (implemented by `ledger.RegionflowStore`)."""
 
     _clock: Clock
+    retry: StoreRetry  # what every public call runs through (`retry.retried`)
 
     def _write(self) -> AbstractContextManager[Session]:
         """A write transaction: it takes the database's write lock first (BEGIN IMMEDIATE on SQLite)."""

@@ -22,7 +22,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from .base import LedgerBase
-from .engine import retry_when_locked
 from .errors import StalePoolError, UnknownRecordError
 from .grant_rows import (
     bump_pool_version,
@@ -38,6 +37,7 @@ from .grant_rows import (
 )
 from .models import Grant, SchedulerRow
 from .records import GrantRecord, GrantState, PoolSnapshot, SchedulerRecord, Slot, TakeOver
+from .retry import retried
 
 SNAPSHOT_TRIES = 5  # server databases: reread when a write lands between the version and the rows
 STOPPED_AFTER_S = 30.0  # Airflow's default [scheduler] scheduler_health_check_threshold
@@ -48,13 +48,13 @@ class PoolCoordination(LedgerBase):
 
     # ---- the pool ----------------------------------------------------------------------------------
 
-    @retry_when_locked
+    @retried
     def pool_version(self) -> int:
         """The pool version: it changes with every write to the grants table."""
         with self._read() as session:
             return pool_version(session)
 
-    @retry_when_locked
+    @retried
     def pool_snapshot(self) -> PoolSnapshot:
         """Live grants and waiting bulks (FIFO) at one version, to rebuild a pool from."""
         for _ in range(SNAPSHOT_TRIES):
@@ -66,7 +66,7 @@ class PoolCoordination(LedgerBase):
                     return PoolSnapshot(version, live, waiting)
         raise StalePoolError("the pool changed under every read of it; the store is too busy to rebuild from")
 
-    @retry_when_locked
+    @retried
     def record_grants(self, decisions: Sequence[tuple[str, Sequence[Slot]]], *,
                       expected_version: int) -> list[GrantRecord]:
         """Grant every (bulk id, slots) decision at once, if the pool is still at `expected_version`.
@@ -91,7 +91,7 @@ class PoolCoordination(LedgerBase):
 
     # ---- schedulers -------------------------------------------------------------------------------
 
-    @retry_when_locked
+    @retried
     def register_scheduler(self, scheduler_id: str, *, hostname: str, pid: int,
                            airflow_job_id: int | None = None) -> SchedulerRecord:
         """A scheduler joins the pool (or says again that it is there)."""
@@ -105,7 +105,7 @@ class PoolCoordination(LedgerBase):
             row.heartbeat_at, row.airflow_job_id = now, airflow_job_id
             return _scheduler_record(row)
 
-    @retry_when_locked
+    @retried
     def scheduler_heartbeat(self, scheduler_id: str) -> None:
         """The scheduler is alive (it does not change the pool version)."""
         with self._write() as session:
@@ -114,7 +114,7 @@ class PoolCoordination(LedgerBase):
                 raise UnknownRecordError(f"no scheduler '{scheduler_id}' in regionflow's store; register it first")
             row.heartbeat_at = self._clock()
 
-    @retry_when_locked
+    @retried
     def end_scheduler(self, scheduler_id: str, why: str) -> list[GrantRecord]:
         """The scheduler stops cleanly: its waiting rows are released (Airflow queues those task
         instances again); its live grants stay until another scheduler takes them over."""
@@ -129,21 +129,21 @@ class PoolCoordination(LedgerBase):
                 release_row(grant, why, self._clock())
             return [grant_record(grant, version) for grant in released]
 
-    @retry_when_locked
+    @retried
     def schedulers(self) -> list[SchedulerRecord]:
         """Every scheduler that ever joined, oldest first."""
         with self._read() as session:
             rows = session.scalars(select(SchedulerRow).order_by(SchedulerRow.started_at))
             return [_scheduler_record(row) for row in rows]
 
-    @retry_when_locked
+    @retried
     def owners(self) -> set[str | None]:
         """The owners of waiting and live rows (None: rows written before owners existed)."""
         states = (GrantState.WAITING.value, GrantState.GRANTED.value)
         with self._read() as session:
             return set(session.scalars(select(Grant.owner).where(Grant.state.in_(states)).distinct()))
 
-    @retry_when_locked
+    @retried
     def take_over(self, stopped: str | None, heir: str, why: str) -> TakeOver:
         """`heir` takes the rows of the stopped scheduler `stopped` (None: rows without an owner).
 
@@ -169,7 +169,7 @@ class PoolCoordination(LedgerBase):
                     adopted.append(grant_record(grant, version))
             return TakeOver(stopped, tuple(released), tuple(adopted))
 
-    @retry_when_locked
+    @retried
     def adopt_grant(self, bulk_id: str, heir: str) -> GrantRecord:
         """One live grant becomes `heir`'s (Airflow asked it to adopt that task instance)."""
         with self._write() as session:

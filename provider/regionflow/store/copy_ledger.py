@@ -7,11 +7,11 @@ from typing import Any
 from sqlalchemy import Select, select
 
 from .base import LedgerBase, filtered
-from .engine import retry_when_locked
 from .errors import StateTransitionError, UnknownRecordError
 from .grant_rows import plain_request
 from .models import CopyRequest
 from .records import COPY_OPEN_STATES, COPY_TRANSITIONS, CopyRequestRecord, CopyState, job_id_for
+from .retry import retried
 
 
 class CopyLedger(LedgerBase):
@@ -19,7 +19,7 @@ class CopyLedger(LedgerBase):
 
     # ----------------------------------------------------------------------------- copy requests
 
-    @retry_when_locked
+    @retried
     def request_copy(self, *, dag_id: str, run_id: str, task_id: str, map_index: int, unit_key: str,
                      label: str, requests: Sequence[Mapping[str, Any]], template_path: str,
                      py_files: Sequence[str] = (), spark_conf: Mapping[str, str] | None = None,
@@ -43,20 +43,20 @@ class CopyLedger(LedgerBase):
             session.flush()
             return _copy_record(row)
 
-    @retry_when_locked
+    @retried
     def copy_request(self, request_id: int) -> CopyRequestRecord | None:
         with self._read() as session:
             row = session.get(CopyRequest, int(request_id))
             return None if row is None else _copy_record(row)
 
-    @retry_when_locked
+    @retried
     def pending_copy_requests(self) -> list[CopyRequestRecord]:
         """Copy requests no executor has taken yet, oldest first (the executor's FIFO order)."""
         query = select(CopyRequest).where(CopyRequest.state == CopyState.PENDING.value).order_by(CopyRequest.id)
         with self._read() as session:
             return [_copy_record(row) for row in session.scalars(query)]
 
-    @retry_when_locked
+    @retried
     def copy_requests(self, dag_id: str, run_id: str, task_id: str | None = None,
                       map_index: int | None = None) -> list[CopyRequestRecord]:
         query = filtered(select(CopyRequest), CopyRequest, dag_id=dag_id, run_id=run_id, task_id=task_id,
@@ -64,7 +64,7 @@ class CopyLedger(LedgerBase):
         with self._read() as session:
             return [_copy_record(row) for row in session.scalars(query.order_by(CopyRequest.id))]
 
-    @retry_when_locked
+    @retried
     def mark_copy(self, request_id: int, state: str, *, attempt_id: str | None = None, host: str | None = None,
                   message: str | None = None) -> CopyRequestRecord:
         """Move a copy request on (see COPY_TRANSITIONS); stamps granted_at, started_at or ended_at."""
@@ -95,7 +95,7 @@ class CopyLedger(LedgerBase):
                 row.ended_at = now
             return _copy_record(row)
 
-    @retry_when_locked
+    @retried
     def cancel_copies(self, dag_id: str, run_id: str, task_id: str, map_index: int,
                       message: str = "the shard finished first") -> list[CopyRequestRecord]:
         """Cancel the shard's copy requests that have not started running (pending or granted)."""

@@ -13,15 +13,12 @@ own connections, so no connection is ever used by two processes.
 """
 from __future__ import annotations
 
-import functools
 import os
-import random
 import re
 import sqlite3
 import time
 import weakref
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -34,10 +31,7 @@ DEFAULT_BUSY_TIMEOUT_S = 30.0
 WRITE_OPTION = "regionflow_write"
 STORE_URL_VARIABLE = "AIRFLOW__REGIONFLOW__STORE_URL"  # [regionflow] store_url, as the CLI reads it
 _WAL_RETRY_S = 0.01
-LOCKED_RETRIES = 6  # tries of one store call that SQLite answers "database is locked" (or busy)
-LOCKED_FIRST_BACKOFF_S = 0.05  # doubled after each try, with jitter: at most ~3 s of sleeping in all
 CONNECT_TIMEOUT_S = 10  # PostgreSQL (libpq): seconds a connection attempt waits for a silent server
-F = TypeVar("F", bound=Callable[..., Any])
 
 _PASSWORD_IN_URL = re.compile(r"(://[^:/@]*:)[^@]*@")
 
@@ -149,7 +143,8 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float) -> None:
 def _ensure_wal(cursor: sqlite3.Cursor, deadline: float) -> None:
     """Switch the file to WAL (persistent: once per file). The switch needs an exclusive lock and
     SQLite reports "database is locked" at once, ignoring busy_timeout, when several processes open
-    a fresh file together; this is the one place the store retries."""
+    a fresh file together: waited for here, up to the busy timeout, as the connection is made (a store
+    call that still finds the database locked is retried by the store's policy, `retry.StoreRetry`)."""
     while True:
         try:
             mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower()
@@ -162,42 +157,6 @@ def _ensure_wal(cursor: sqlite3.Cursor, deadline: float) -> None:
         if time.monotonic() > deadline:
             raise sqlite3.OperationalError(f"cannot switch the database to WAL journal mode (it stays {mode})")
         time.sleep(_WAL_RETRY_S)
-
-
-def is_locked_error(error: BaseException) -> bool:
-    """True for SQLite's "database is locked" / "database is busy", however wrapped."""
-    seen: BaseException | None = error
-    while seen is not None:
-        text = str(seen).lower()
-        if "database is locked" in text or "database is busy" in text or "database table is locked" in text:
-            return True
-        seen = seen.__cause__ or getattr(seen, "orig", None)
-        if seen is error:
-            break
-    return False
-
-
-def retry_when_locked(method: F) -> F:
-    """Run a store call again, with bounded exponential back-off, when SQLite reports the database
-    locked. The busy timeout already makes a writer wait for the lock; this covers the cases where
-    SQLite answers SQLITE_BUSY at once (a WAL checkpoint or recovery in another process, a lock
-    upgrade), which with many task processes and Airflow's own writes on one machine do happen. Each
-    try is a whole transaction, so a retried call never half-applies."""
-
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        delay = LOCKED_FIRST_BACKOFF_S
-        for attempt in range(LOCKED_RETRIES):
-            try:
-                return method(*args, **kwargs)
-            except Exception as error:  # noqa: BLE001 - re-raised unless it is a lock error with tries left
-                if attempt == LOCKED_RETRIES - 1 or not is_locked_error(error):
-                    raise
-            time.sleep(delay * (0.5 + random.random()))
-            delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _drop_pool_in_forked_children(engine: Engine) -> None:
@@ -213,6 +172,5 @@ def _drop_pool_in_forked_children(engine: Engine) -> None:
         os.register_at_fork(after_in_child=reset)
 
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "LOCKED_RETRIES", "STORE_URL_VARIABLE",
-           "WRITE_OPTION", "build_engine", "default_url", "is_locked_error",
-           "mask_url", "parse_url", "retry_when_locked"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "STORE_URL_VARIABLE", "WRITE_OPTION", "build_engine", "default_url",
+           "mask_url", "parse_url"]

@@ -23,15 +23,7 @@ from sqlalchemy.orm import Session
 from .base import Clock, filtered, once_more_on
 from .coordination import PoolCoordination
 from .copy_ledger import CopyLedger
-from .engine import (
-    DEFAULT_BUSY_TIMEOUT_S,
-    WRITE_OPTION,
-    build_engine,
-    default_url,
-    mask_url,
-    parse_url,
-    retry_when_locked,
-)
+from .engine import DEFAULT_BUSY_TIMEOUT_S, WRITE_OPTION, build_engine, default_url, mask_url, parse_url
 from .errors import StateTransitionError, StoreError, UnknownRecordError
 from .grant_rows import (
     bump_pool_version,
@@ -58,17 +50,21 @@ from .records import (
     bulk_id_for,
     job_id_for,
 )
+from .retry import StoreRetry, retried
 from .signal_ledger import SignalLedger
 
 
 class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
-    """regionflow's store at one SQLAlchemy URL; cheap to create, safe to share between threads."""
+    """regionflow's store at one SQLAlchemy URL; cheap to create, safe to share between threads.
+    `retry`: the policy every public call runs through (`retry.StoreRetry`); by default a locked SQLite
+    database is tried again a few times and a lost connection fails at once."""
 
     def __init__(self, url: str, *, clock: Clock = time.time,
-                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, retry: StoreRetry | None = None) -> None:
         self._url = parse_url(url)
         self.url = mask_url(self._url)  # safe to log: the password is masked
         self._clock = clock
+        self.retry = retry or StoreRetry(bound_s=0.0)
         self._engine = build_engine(self._url, busy_timeout_s)
         self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
         # Reads that must see one snapshot across statements (a pool rebuild): SQLite's transactions
@@ -102,7 +98,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
             once_more_on(self._create_schema, (IntegrityError, ProgrammingError))
             self._schema_ready = True
 
-    @retry_when_locked
+    @retried
     def schema_version(self) -> int:
         """The store's schema version (this regionflow's: the store is not opened at another)."""
         with self._read() as session:
@@ -134,7 +130,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
 
     # ----------------------------------------------------------------------------- grants
 
-    @retry_when_locked
+    @retried
     def record_waiting(self, bulk_id: str, *, dag_id: str, run_id: str, task_id: str, try_number: int,
                        label: str, requests: Sequence[Mapping[str, Any]], map_index: int = -1,
                        job_id: str | None = None, owner: str | None = None) -> GrantRecord:
@@ -160,7 +156,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
 
         return once_more_on(insert, IntegrityError)
 
-    @retry_when_locked
+    @retried
     def record_granted(self, bulk_id: str, slots: Iterable[Sequence[Any]]) -> GrantRecord:
         """All slots of the bulk were given at once; `slots` are (host, index) pairs, first host first."""
         pairs = normalized_slots(bulk_id, slots)
@@ -170,7 +166,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
             grant_row(row, pairs, live_holders(session), self._clock())
             return grant_record(row, version)
 
-    @retry_when_locked
+    @retried
     def record_released(self, bulk_id: str, message: str | None = None) -> GrantRecord:
         """The bulk's slots went back to the pool (or a waiting bulk was withdrawn); `message` says
         why when it is not the plain end of the run (withdrawn, revoked, stale).
@@ -183,7 +179,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
             release_row(row, message, self._clock())
             return grant_record(row, version)
 
-    @retry_when_locked
+    @retried
     def admit(self, ti_id: Any, try_number: int, *, dag_id: str, run_id: str, task_id: str, label: str,
               requests: Sequence[Mapping[str, Any]], map_index: int = -1,
               job_id: str | None = None, owner: str | None = None) -> GrantRecord:
@@ -218,7 +214,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
 
         return once_more_on(insert, IntegrityError)
 
-    @retry_when_locked
+    @retried
     def record_reused(self, bulk_id: str, note: str) -> GrantRecord:
         """A live grant serves one more run of its try (Airflow queued the try again before the end
         of its previous run was read); `note` is added to the row's message as history."""
@@ -231,21 +227,21 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
             row.message = joined(row.message, note)
             return grant_record(row)
 
-    @retry_when_locked
+    @retried
     def admissions(self, ti_id: Any, try_number: int) -> list[GrantRecord]:
         """Every admission of one task instance try, first first (the try's history in the pool)."""
         with self._read() as session:
             rows = session.scalars(_admissions_query(ti_id, try_number).order_by(Grant.id))
             return [grant_record(row) for row in rows]
 
-    @retry_when_locked
+    @retried
     def current_grant(self, ti_id: Any, try_number: int) -> GrantRecord | None:
         """The newest admission of a task instance try (what its running task process was granted)."""
         with self._read() as session:
             row = session.scalar(_admissions_query(ti_id, try_number).order_by(Grant.id.desc()).limit(1))
             return None if row is None else grant_record(row)
 
-    @retry_when_locked
+    @retried
     def record_rejected(self, bulk_id: str, message: str) -> GrantRecord:
         """No cluster state can ever satisfy the bulk; `message` says why."""
         with self._write() as session:
@@ -256,7 +252,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
             row.message = message
             return grant_record(row, version)
 
-    @retry_when_locked
+    @retried
     def mark_lost(self, host: str) -> list[GrantRecord]:
         """Every live grant holding a slot on `host` becomes lost; returns them."""
         with self._write() as session:
@@ -268,26 +264,26 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
                 row.message = f"host '{host}' was lost while this grant held slots on it"
             return [grant_record(row, version) for row in lost]
 
-    @retry_when_locked
+    @retried
     def grant_for(self, bulk_id: str) -> GrantRecord | None:
         with self._read() as session:
             row = session.scalar(select(Grant).where(Grant.bulk_id == bulk_id))
             return None if row is None else grant_record(row)
 
-    @retry_when_locked
+    @retried
     def live_grants(self) -> list[GrantRecord]:
         """Granted bulks, oldest grant first: what a restarted executor must take back."""
         with self._read() as session:
             return [grant_record(row) for row in session.scalars(live_grants_query())]
 
-    @retry_when_locked
+    @retried
     def waiting_grants(self) -> list[GrantRecord]:
         """Waiting bulks in FIFO order (order of first record_waiting)."""
         query = select(Grant).where(Grant.state == GrantState.WAITING.value).order_by(Grant.id)
         with self._read() as session:
             return [grant_record(row) for row in session.scalars(query)]
 
-    @retry_when_locked
+    @retried
     def grants(self, dag_id: str | None = None, run_id: str | None = None) -> list[GrantRecord]:
         query = filtered(select(Grant), Grant, dag_id=dag_id, run_id=run_id).order_by(Grant.id)
         with self._read() as session:
@@ -295,7 +291,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
 
     # ----------------------------------------------------------------------------- attempts
 
-    @retry_when_locked
+    @retried
     def start_attempt(self, attempt_id: str, *, dag_id: str, run_id: str, task_id: str, unit_key: str,
                       host: str, map_index: int = -1, bulk_id: str | None = None, speculative: bool = False,
                       input_bytes: int | None = None) -> AttemptRecord:
@@ -316,7 +312,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
             session.add(row)
             return _attempt_record(row)
 
-    @retry_when_locked
+    @retried
     def end_attempt(self, attempt_id: str, state: str, message: str | None = None, *,
                     input_bytes: int | None = None) -> AttemptRecord:
         """A running attempt ended as `state` (succeeded, failed, killed or lost_commit)."""
@@ -339,19 +335,19 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
                 row.input_bytes = input_bytes
             return _attempt_record(row)
 
-    @retry_when_locked
+    @retried
     def attempt(self, attempt_id: str) -> AttemptRecord | None:
         with self._read() as session:
             row = _attempt_row(session, attempt_id)
             return None if row is None else _attempt_record(row)
 
-    @retry_when_locked
+    @retried
     def attempts(self, dag_id: str, run_id: str, task_id: str | None = None) -> list[AttemptRecord]:
         query = filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id, task_id=task_id)
         with self._read() as session:
             return [_attempt_record(row) for row in session.scalars(query.order_by(Attempt.id))]
 
-    @retry_when_locked
+    @retried
     def live_attempts(self, unit_key: str, *, dag_id: str | None = None,
                       run_id: str | None = None) -> list[AttemptRecord]:
         """Running attempts of a unit. Unit keys repeat across DAG runs: pass dag_id and run_id."""
@@ -362,7 +358,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
 
     # ----------------------------------------------------------------------------- commits
 
-    @retry_when_locked
+    @retried
     def record_commit(self, dag_id: str, run_id: str, unit_key: str, attempt_id: str) -> str:
         """Try to make `attempt_id` the unit's output; returns the winner (the first to commit)."""
         try:
@@ -375,13 +371,13 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
             assert winner is not None, "a commit row vanished; commits are never deleted"
             return winner.winner_attempt
 
-    @retry_when_locked
+    @retried
     def commit_for(self, dag_id: str, run_id: str, unit_key: str) -> CommitRecord | None:
         with self._read() as session:
             row = session.get(Commit, (dag_id, run_id, unit_key))
             return None if row is None else _commit_record(row)
 
-    @retry_when_locked
+    @retried
     def commits(self, dag_id: str, run_id: str) -> list[CommitRecord]:
         query = filtered(select(Commit), Commit, dag_id=dag_id, run_id=run_id).order_by(
             Commit.committed_at, Commit.unit_key)

@@ -10,9 +10,9 @@ from sqlalchemy.orm import aliased
 
 from ..scheduling.blocklist import EVERY_JOB
 from .base import LedgerBase, filtered, once_more_on
-from .engine import retry_when_locked
 from .models import BlockEntry, Metric
 from .records import BlockRecord, MetricRecord
+from .retry import retried
 
 if TYPE_CHECKING:
     from sqlalchemy import CursorResult  # what session.execute() returns for a DELETE (typed as Result)
@@ -23,7 +23,7 @@ class SignalLedger(LedgerBase):
 
     # ----------------------------------------------------------------------------- blocklist
 
-    @retry_when_locked
+    @retried
     def block(self, job_id: str, host: str, expires_at: float, reason: str = "") -> BlockRecord:
         """Block `host` for `job_id` until `expires_at` (epoch s); a later existing expiry wins."""
 
@@ -41,7 +41,7 @@ class SignalLedger(LedgerBase):
 
         return once_more_on(upsert, IntegrityError)
 
-    @retry_when_locked
+    @retried
     def unblock(self, job_id: str, host: str, *, expires_at: float | None = None) -> bool:
         """Lift an entry before it expires; True when there was one. With `expires_at`, only while the
         entry still has that expiry: one extended meanwhile (a new loss of the host, say) stays."""
@@ -52,7 +52,7 @@ class SignalLedger(LedgerBase):
             result = cast("CursorResult[Any]", session.execute(delete(BlockEntry).where(*condition)))
             return result.rowcount > 0
 
-    @retry_when_locked
+    @retried
     def active_blocks(self, now: float | None = None, *, job_id: str | None = None) -> list[BlockRecord]:
         """Entries not yet expired at `now` (default: the store's clock), soonest expiry first. With
         `job_id`: the entries that block hosts for that job, its own and those for `EVERY_JOB`."""
@@ -64,7 +64,7 @@ class SignalLedger(LedgerBase):
         with self._read() as session:
             return [_block_record(row) for row in session.scalars(query)]
 
-    @retry_when_locked
+    @retried
     def purge_expired(self, now: float | None = None) -> int:
         """Delete entries expired at `now`; returns how many."""
         moment = self._clock() if now is None else now
@@ -75,7 +75,7 @@ class SignalLedger(LedgerBase):
 
     # ----------------------------------------------------------------------------- metrics
 
-    @retry_when_locked
+    @retried
     def record_metric(self, dag_id: str, run_id: str, task_id: str, name: str, value: float, *,
                       labels: Mapping[str, Any] | None = None, recorded_at: float | None = None) -> MetricRecord:
         row = self._metric_row(dag_id, run_id, task_id, name, value, labels, recorded_at)
@@ -83,7 +83,7 @@ class SignalLedger(LedgerBase):
             session.add(row)
             return _metric_record(row)
 
-    @retry_when_locked
+    @retried
     def record_metrics(self, dag_id: str, run_id: str, task_id: str, values: Mapping[str, float], *,
                        labels: Mapping[str, Any] | None = None, recorded_at: float | None = None) -> int:
         """Several named values of one task at one moment, in one transaction; returns how many."""
@@ -94,7 +94,7 @@ class SignalLedger(LedgerBase):
             session.add_all(rows)
         return len(rows)
 
-    @retry_when_locked
+    @retried
     def metrics(self, dag_id: str, run_id: str, task_id: str | None = None,
                 name: str | None = None) -> list[MetricRecord]:
         """Samples in time order (ties in insertion order)."""
@@ -103,7 +103,7 @@ class SignalLedger(LedgerBase):
             rows = session.scalars(query.order_by(Metric.recorded_at, Metric.id))
             return [_metric_record(row) for row in rows]
 
-    @retry_when_locked
+    @retried
     def latest_metrics(self, dag_id: str, run_id: str) -> dict[tuple[str, str], MetricRecord]:
         """The newest sample of each (task_id, name) series of a DAG run."""
         rank = func.row_number().over(partition_by=(Metric.task_id, Metric.name),
