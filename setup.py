@@ -69,7 +69,7 @@ setup(
     packages=find_packages("provider"),
     package_data={
         "": ["*.json", "*.yaml", "*.yml"],
-        "regionflow": ["static/*", "static/**/*", "spark/resources/*.sh"],
+        "regionflow": ["static/*", "static/**/*", "spark/launch/resources/*.sh"],
     },
     include_package_data=True,
     zip_safe=False,

@@ -34,9 +34,9 @@ from regionflow.core.graph import JobGraph, load_job
 from regionflow.core.plan import Plan
 from regionflow.examples import tpch, tpch_data
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.connect import SessionServers
-from regionflow.spark.filesystems import local_path
-from regionflow.spark.runner import LocalRunner, RunOptions, run_reference
+from regionflow.spark.data.filesystems import local_path
+from regionflow.spark.servers.session_servers import SessionServers
+from regionflow.units.runner import LocalRunner, RunOptions, run_reference
 
 
 def main() -> None:

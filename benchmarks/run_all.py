@@ -10,7 +10,7 @@ COMMANDS = [
     ["regionflow", "bench", "pool"],
     [sys.executable, "benchmarks/pool_compiled.py", "--repeats", "3"],  # needs gcc and the Python headers
     ["regionflow", "bench", "schedule", "--parallelism", "10000"],
-    [sys.executable, "-c", "from regionflow.spark.descriptors import bench_descriptors as b; import json; "
+    [sys.executable, "-c", "from regionflow.spark.data.descriptors import bench_descriptors as b; import json; "
                            "print(json.dumps(b(), indent=2))"],
     [sys.executable, "benchmarks/sizing.py"],
     [sys.executable, "benchmarks/shared_pool.py"],

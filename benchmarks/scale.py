@@ -52,8 +52,8 @@ def measure(mode: str, parallelism: int, slots: int, repeats: int, driver_memory
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
     from regionflow.scheduling.hosts import Cluster
-    from regionflow.spark.connect import SessionServers
-    from regionflow.spark.runner import LocalRunner, RunOptions, run_reference
+    from regionflow.spark.servers.session_servers import SessionServers
+    from regionflow.units.runner import LocalRunner, RunOptions, run_reference
 
     os.environ["REGIONFLOW_ORDERS_PARALLELISM"] = str(parallelism)
     plan = Plan(load_job(JOB), mode)

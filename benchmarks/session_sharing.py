@@ -27,7 +27,8 @@ import time
 
 from regionflow.bench.core_sharing import free_cores_after_cancel, share_cores
 from regionflow.scheduling.hosts import Host
-from regionflow.spark.connect import CONNECT_CLIENT_VARIABLES, ConnectServer
+from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
+from regionflow.spark.servers.connect import ConnectServer
 
 SPARK_DEFAULTS = {"spark.scheduler.mode": "FIFO", "spark.python.task.killTimeout": "2s"}
 

@@ -3,7 +3,7 @@ against the previous backend (a spark-submit per attempt) in the same invocation
 
 Printed: cold start (server process to a served session) per repeat, the warm new-session-plus-first-job
 latency (median of --sessions), and a tiny spark-submit application's wall time (median of --repeats),
-with the ratio. This measures the session backend's building block (regionflow.spark.connect); the
+with the ratio. This measures the session backend's building block (regionflow.spark.servers.connect); the
 RegionOperator does not use it yet.
 
 Usage: .venv/bin/python benchmarks/session_start.py [--repeats 3] [--sessions 10] [--slots 2]
@@ -20,8 +20,9 @@ import textwrap
 import time
 
 from regionflow.scheduling.hosts import Host
-from regionflow.spark.connect import ConnectServer, classic_spark_env
-from regionflow.spark.submit import spark_submit_binary
+from regionflow.spark.launch.submit import spark_submit_binary
+from regionflow.spark.servers.client_env import classic_spark_env
+from regionflow.spark.servers.connect import ConnectServer
 
 TINY = textwrap.dedent("""
     from pyspark.sql import SparkSession
@@ -38,7 +39,7 @@ def free_port() -> int:
 
 
 def warm_session(server: ConnectServer) -> float:
-    from regionflow.spark.auth import remote_session
+    from regionflow.spark.servers.auth import remote_session
 
     began = time.monotonic()
     spark = remote_session(server.url, server.token)

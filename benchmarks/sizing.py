@@ -6,7 +6,7 @@ GPU). The real strategy and slot pool run against simulated time (`regionflow si
 two worlds:
 
 - declared: every vertex declares its resources; the pool grants only slots that fit, and each Spark
-  application is sized to its request (`regionflow.spark.sizing`);
+  application is sized to its request (`regionflow.spark.launch.sizing`);
 - host profile: no vertex declares anything (as before FLIP-53/56); a region takes any slot, and its
   application is sized to that slot's profile.
 
@@ -28,7 +28,7 @@ from regionflow.core.plan import Plan
 from regionflow.core.resources import UNKNOWN, ResourceProfile
 from regionflow.scheduling.hosts import Cluster
 from regionflow.scheduling.simulate import simulate
-from regionflow.spark.sizing import slot_size
+from regionflow.spark.launch.sizing import slot_size
 
 CLUSTER = "std1:4,mem=8g;std2:4,mem=8g;himem:2,mem=16g;gpu:2,gpu=2,mem=8g"
 VERTICES = {  # name: (parallelism, request per subtask, simulated seconds)

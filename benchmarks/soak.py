@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 from regionflow.contract import is_inputs_gate
-from regionflow.spark.filesystems import LocalFileSystem
+from regionflow.spark.data.filesystems import LocalFileSystem
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
 

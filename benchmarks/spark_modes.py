@@ -20,7 +20,7 @@ import time
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.runner import LocalRunner, RunOptions, run_reference
+from regionflow.units.runner import LocalRunner, RunOptions, run_reference
 
 JOB = "regionflow.examples.orders:job"
 MODES = ("all-blocking", "forward-pipelined-only", "pointwise-pipelined-only", "all-pipelined")

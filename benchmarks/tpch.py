@@ -31,9 +31,9 @@ from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.examples import tpch, tpch_data
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.filesystems import local_path
-from regionflow.spark.program import resolve_sink_path
-from regionflow.spark.runner import LocalRunner, RunOptions, run_reference
+from regionflow.spark.data.filesystems import local_path
+from regionflow.spark.driver.program import resolve_sink_path
+from regionflow.units.runner import LocalRunner, RunOptions, run_reference
 
 
 def main() -> None:
@@ -151,7 +151,7 @@ def _regionflow(mode: str, jobs: dict[int, str], data_dir: str, args) -> list[di
 
 
 def _start_servers(slots: int, data_dir: str, mode: str):
-    from regionflow.spark.connect import SessionServers
+    from regionflow.spark.servers.session_servers import SessionServers
 
     servers = SessionServers(Cluster.local_default(slots), os.path.join(data_dir, f"sessions-{mode}"), base_port=None)
     began = time.monotonic()

@@ -212,7 +212,7 @@ def orders_reference(tmp_path_factory):
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
     from regionflow.scheduling.hosts import Cluster
-    from regionflow.spark.runner import RunOptions, run_reference
+    from regionflow.units.runner import RunOptions, run_reference
 
     options = RunOptions(data_dir=str(tmp_path_factory.mktemp("reference")), cluster=Cluster.local_default(2),
                          progress=None)

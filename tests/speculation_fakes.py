@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from regionflow.spark.store import PartitionStore
+from regionflow.spark.data.store import PartitionStore
 
 
 @dataclass

@@ -9,7 +9,7 @@ import sys
 from regionflow.cli.common import STORE_URL_VARIABLE
 from regionflow.store.engine import STORE_URL_VARIABLE as STORES_OWN
 
-HEAVY = ("pyspark", "sqlalchemy", "airflow", "regionflow.spark.runner", "regionflow.store")
+HEAVY = ("pyspark", "sqlalchemy", "airflow", "regionflow.units.runner", "regionflow.store")
 
 
 def test_building_the_parser_imports_nothing_heavy():

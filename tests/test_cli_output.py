@@ -15,8 +15,8 @@ from regionflow.cli import build_parser
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.connect import free_port
-from regionflow.spark.runner import LocalRunner, RunOptions
+from regionflow.spark.servers.session_servers import free_port
+from regionflow.units.runner import LocalRunner, RunOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORDERS = "regionflow.examples.orders:job"

@@ -8,7 +8,7 @@ import pytest
 
 from regionflow.cli import main
 from regionflow.cli.gc import collect
-from regionflow.spark.store import run_key_for
+from regionflow.spark.data.store import run_key_for
 from regionflow.store import RegionflowStore
 
 

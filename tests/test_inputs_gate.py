@@ -18,10 +18,10 @@ from regionflow.examples import orders
 from regionflow.executors.admission import AdmissionGate, Try
 from regionflow.scheduling.hosts import Cluster
 from regionflow.scheduling.pool import SlotPool
-from regionflow.spark.store import PartitionStore
-from regionflow.spark.unit import UnitLayout
+from regionflow.spark.data.store import PartitionStore
 from regionflow.store import RegionflowStore
 from regionflow.triggers.inputs import InputsCommittedTrigger, ProducerShard, failure_message, readiness
+from regionflow.units.layout import UnitLayout
 
 
 def layout_of(mode: str, max_shards: int = 4) -> UnitLayout:

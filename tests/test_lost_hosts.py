@@ -21,8 +21,8 @@ from regionflow.executors.recovery import BlocklistMirror
 from regionflow.scheduling.blocklist import EVERY_JOB
 from regionflow.scheduling.hosts import Cluster
 from regionflow.scheduling.pool import Bulk, SlotPool
-from regionflow.spark.connect import SessionServers, free_port
-from regionflow.spark.health import SparkHostProbe
+from regionflow.spark.servers.health import SparkHostProbe
+from regionflow.spark.servers.session_servers import SessionServers, free_port
 from regionflow.store import RegionflowStore
 
 LOG = logging.getLogger("test_lost_hosts")

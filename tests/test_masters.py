@@ -1,8 +1,8 @@
-"""Tests of regionflow.spark.masters, the one parser of Spark master URLs (pure)."""
+"""Tests of regionflow.spark.launch.masters, the one parser of Spark master URLs (pure)."""
 import pytest
 
 from regionflow.core.errors import SpecError
-from regionflow.spark.masters import Master, MasterKind, master_problem
+from regionflow.spark.launch.masters import Master, MasterKind, master_problem
 
 
 @pytest.mark.parametrize("text, kind, url, endpoints, loopback", [
@@ -59,7 +59,7 @@ def test_a_port_outside_1_to_65535_is_refused_naming_master_and_port(text, port,
 
 
 def test_a_host_whose_master_port_is_out_of_range_is_refused_when_the_hosts_are_read():
-    from regionflow.spark.targets import parse_cluster
+    from regionflow.spark.launch.targets import parse_cluster
 
     with pytest.raises(SpecError, match=r"host 'a'.master = 'spark://127.0.0.1:99999': .*its port 99999"):
         parse_cluster("a:2,master=spark://127.0.0.1:99999")

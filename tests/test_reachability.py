@@ -1,4 +1,4 @@
-"""The two liveness probes of `regionflow.spark.reachability` against real listeners.
+"""The two liveness probes of `regionflow.spark.servers.reachability` against real listeners.
 
 `answers` (a TCP connection is accepted) and `speaks_http2` (the process answers an HTTP/2 handshake,
 what a Spark Connect client needs): nothing listening, a listener that never reads, a server of another
@@ -14,8 +14,8 @@ import time
 
 from grpc_standin import GrpcServer
 
-from regionflow.spark.connect import free_port
-from regionflow.spark.reachability import answers, speaks_http2
+from regionflow.spark.servers.reachability import answers, speaks_http2
+from regionflow.spark.servers.session_servers import free_port
 
 LOOPBACK = "127.0.0.1"
 TIMEOUT_S = 0.5
@@ -70,7 +70,7 @@ def test_a_grpc_server_speaks_until_stopped_while_its_port_still_answers():
 
 
 def test_connect_urls_are_parsed_and_a_bad_one_is_named():
-    from regionflow.spark.reachability import connect_address, connect_server_serves
+    from regionflow.spark.servers.reachability import connect_address, connect_server_serves
 
     assert connect_address("sc://127.0.0.1:15002") == ("127.0.0.1", 15002)
     assert connect_address("sc://h:15002/;session_id=abc") == ("h", 15002)
@@ -89,7 +89,7 @@ def test_the_host_watch_kills_an_attempt_whose_server_hangs_and_leaves_one_on_a_
     once the server has not answered a handshake for `timeout` s, and says which server."""
     from speculation_fakes import FakeResult, FakeSubmission
 
-    from regionflow.spark.watch import HostWatcher
+    from regionflow.spark.launch.watch import HostWatcher
 
     def plays_until_killed(submission: FakeSubmission) -> FakeResult:
         submission.killed.wait(60)
@@ -128,7 +128,7 @@ def test_the_spark_rpc_probe_is_answered_only_by_a_process_that_replies_with_a_s
 
     from spark_rpc_standin import SparkRpcStandin
 
-    from regionflow.spark.reachability import any_speaks_spark_rpc, speaks_spark_rpc
+    from regionflow.spark.servers.reachability import any_speaks_spark_rpc, speaks_spark_rpc
 
     assert not speaks_spark_rpc(LOOPBACK, free_port(), timeout=TIMEOUT_S)
     with socket.socket() as listener:

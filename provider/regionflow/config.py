@@ -19,7 +19,7 @@ from .core.modes import ExchangeMode
 from .core.schema import did_you_mean
 from .scheduling.hosts import Cluster
 from .scheduling.speculation_policy import SpeculationConfig, parse_switch
-from .spark.targets import parse_cluster
+from .spark.launch.targets import parse_cluster
 
 SECTION = "regionflow"
 

@@ -1,7 +1,7 @@
 """The plan as ``regionflow plan --format json`` prints it and the UI plugin's plan JSON carries it.
 
 `Plan.to_dict` (regions, slots, slot requests) plus, per execution region, the Spark conf a grant of
-its slots gets on a cluster master (``spark_conf``, `regionflow.spark.sizing`): executor cores and
+its slots gets on a cluster master (``spark_conf``, `regionflow.spark.launch.sizing`): executor cores and
 memory, memory fraction, off-heap, GPUs. A region whose requests declare nothing shows cores only;
 its memory is then the granted host's slot. On a ``local[k]`` master the same memory goes to the one
 JVM (``spark.driver.memory`` = slots x per-slot memory). Adaptive vertices (``parallelism=(min, max)``)
@@ -17,7 +17,7 @@ from typing import Any
 from .core.adaptive import grant_time_blocker
 from .core.plan import Plan
 from .core.resources import UNKNOWN
-from .spark.sizing import region_spark_conf, slot_size
+from .spark.launch.sizing import region_spark_conf, slot_size
 
 
 def plan_document(plan: Plan, inputs: bool = False, max_shards: int | None = 1) -> dict[str, Any]:

@@ -45,8 +45,8 @@ from .operators.vertex import SparkVertexOperator
 from .scheduling.fit import misfits
 from .scheduling.speculation_policy import SpeculationConfig, SpeculationPolicy, parse_switch
 from .sensors.speculation import SpeculationSensor, speculation_task_id
-from .spark.unit import UnitLayout
 from .units.dags import attach_job, attached_job
+from .units.layout import UnitLayout
 
 log = logging.getLogger(__name__)
 

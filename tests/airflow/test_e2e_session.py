@@ -15,11 +15,11 @@ from regionflow.cli import main
 from regionflow.core.adaptive import decided_plan
 from regionflow.core.graph import load_dag_file_job
 from regionflow.processes import wait_until
-from regionflow.spark.store import PartitionStore, run_key_for
-from regionflow.spark.unit import UnitLayout
+from regionflow.spark.data.store import PartitionStore, run_key_for
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
 from regionflow.units.dags import dag_run_outputs
+from regionflow.units.layout import UnitLayout
 
 pytestmark = pytest.mark.timeout(1200)
 SESSION_DAGS = os.path.join(os.path.dirname(__file__), "dags_session")

@@ -8,10 +8,10 @@ from airflow.utils.state import TaskInstanceState
 from speculation_fakes import FakeSubmission, commit, commits_at_once, fails, runs_until_killed, wait_for
 from test_executor import executor, queue, workload
 
-from regionflow.spark.attempt import Attempt
-from regionflow.spark.store import PartitionStore
-from regionflow.spark.task import UnitTask
-from regionflow.spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
+from regionflow.spark.data.store import PartitionStore
+from regionflow.spark.data.task import UnitTask
+from regionflow.spark.launch.attempt import Attempt
+from regionflow.spark.launch.watch import DEFAULT_HOST_LOST_TIMEOUT_S
 from regionflow.store import CopyState, RegionflowStore
 
 RUN_KEY = "d--r1"

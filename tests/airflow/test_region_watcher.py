@@ -11,8 +11,8 @@ from speculation_fakes import FakeSubmission, commits_at_once, fails, runs_until
 
 from regionflow.config import RegionflowConfig
 from regionflow.operators.region import RegionTaskFailed
-from regionflow.spark.store import PartitionStore
-from regionflow.spark.task import UnitTask
+from regionflow.spark.data.store import PartitionStore
+from regionflow.spark.data.task import UnitTask
 from regionflow.store import CopyState, RegionflowStore
 from regionflow.units.service import Placement, TryRef, UnitRunService
 from regionflow.units.tasks import BuiltTask

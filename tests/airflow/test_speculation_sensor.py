@@ -6,7 +6,7 @@ import time
 import pytest
 from test_speculation_transform import example
 
-from regionflow.spark.task import UnitTask
+from regionflow.spark.data.task import UnitTask
 from regionflow.store import CopyState, RegionflowStore
 
 RUN = "manual__1"

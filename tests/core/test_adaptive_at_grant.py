@@ -12,7 +12,7 @@ from regionflow.core.graph import JobGraph
 from regionflow.core.jobspec import graph_from_spec
 from regionflow.core.plan import Plan
 from regionflow.plan_document import plan_document
-from regionflow.spark.unit import UnitLayout
+from regionflow.units.layout import UnitLayout
 
 
 def job(target=None, consumer=(1, 8), tail="rebalance", tail_parallelism=3) -> JobGraph:

@@ -225,7 +225,7 @@ def test_a_relative_sink_may_not_leave_the_sinks_folder(path):
 @pytest.mark.parametrize("path, where", [("a/../b", "/data/sinks/b"), ("./x/y", "/data/sinks/x/y"),
                                           ("/abs/out", "/abs/out"), ("s3a://bucket/out", "s3a://bucket/out")])
 def test_sink_paths_resolve_inside_the_data_dir_or_as_given(path, where):
-    from regionflow.spark.program import resolve_sink_path
+    from regionflow.spark.driver.program import resolve_sink_path
 
     vertex = JobGraph().add_vertex("totals", 1, sink=path)
     assert resolve_sink_path(vertex, "/data") == where

@@ -11,7 +11,7 @@ from regionflow.core.resources import ResourceProfile
 from regionflow.scheduling.errors import SchedulingError
 from regionflow.scheduling.fit import misfits, shortfall
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.runner import LocalRunner, RunOptions
+from regionflow.units.runner import LocalRunner, RunOptions
 
 
 def plan_of(**resources: ResourceProfile) -> Plan:

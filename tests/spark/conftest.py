@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from regionflow.spark.standalone import StandaloneCluster
+from regionflow.spark.servers.standalone import StandaloneCluster
 
 TINY_APP = textwrap.dedent(
     """
@@ -103,7 +103,8 @@ def event_servers(tmp_path_factory: pytest.TempPathFactory):
     from the log. Yields ``(servers, events_dir)``."""
     from regionflow.bench.spark_counts import event_log_conf
     from regionflow.scheduling.hosts import Cluster
-    from regionflow.spark.connect import CONNECT_CLIENT_VARIABLES, SessionServers
+    from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
+    from regionflow.spark.servers.session_servers import SessionServers
 
     work = tmp_path_factory.mktemp("event-servers")
     events = work / "events"
@@ -120,7 +121,7 @@ def event_servers(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def shared_servers(event_servers):
     """`event_servers` for one test; afterwards this process's classic Spark sessions stay classic."""
-    from regionflow.spark.connect import CONNECT_CLIENT_VARIABLES
+    from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
 
     yield event_servers
     for variable in CONNECT_CLIENT_VARIABLES:

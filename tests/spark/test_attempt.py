@@ -16,9 +16,9 @@ from regionflow.core.attempts import (
     check_attempt_move,
 )
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.attempt import Attempt, HostLost
-from regionflow.spark.store import PartitionStore
-from regionflow.spark.task import UnitTask
+from regionflow.spark.data.store import PartitionStore
+from regionflow.spark.data.task import UnitTask
+from regionflow.spark.launch.attempt import Attempt, HostLost
 
 
 class RecordingBackend:
@@ -170,7 +170,7 @@ _ORPHAN = """
 import json, os, sys
 from speculation_fakes import runs_until_killed
 from test_attempt import RecordingBackend, make
-from regionflow.spark.store import PartitionStore
+from regionflow.spark.data.store import PartitionStore
 partitions = PartitionStore(sys.argv[1], "run1")
 attempt = make(partitions, RecordingBackend(runs_until_killed(timeout=60)), parent_pid=os.getppid())
 open(sys.argv[2] + ".ready", "w").close()

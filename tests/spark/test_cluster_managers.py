@@ -11,12 +11,12 @@ import pytest
 
 from regionflow.core.resources import ResourceProfile
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.cluster_managers import excluded_nodes, pod_template, write_pod_template
-from regionflow.spark.sizing import gpu_discovery_script
-from regionflow.spark.submit import RegionSubmission
-from regionflow.spark.submit_args import SubmitConfigError, build_submit_kwargs, spark_child_env
-from regionflow.spark.task import UnitTask
-from regionflow.spark.unit import unit_submission
+from regionflow.spark.data.task import UnitTask
+from regionflow.spark.launch.cluster_managers import excluded_nodes, pod_template, write_pod_template
+from regionflow.spark.launch.sizing import gpu_discovery_script
+from regionflow.spark.launch.submission import unit_submission
+from regionflow.spark.launch.submit import RegionSubmission
+from regionflow.spark.launch.submit_args import SubmitConfigError, build_submit_kwargs, spark_child_env
 
 APP = "/jobs/region.py"
 
@@ -125,6 +125,6 @@ def test_a_unit_task_with_excluded_nodes_writes_the_pod_template_next_to_it(tmp_
 
 def test_without_the_cncf_kubernetes_provider_a_kubernetes_host_is_an_error_naming_the_extra(monkeypatch):
     # the provider is installed here (test extras); this stands in for an installation without it
-    monkeypatch.setattr("regionflow.spark.submit_args.kubernetes_provider_installed", lambda: False)
+    monkeypatch.setattr("regionflow.spark.launch.submit_args.kubernetes_provider_installed", lambda: False)
     with pytest.raises(SubmitConfigError, match=r"cncf-kubernetes.*airflow-provider-regionflow\[kubernetes\]"):
         command_for("k8s://https://api.k:6443")

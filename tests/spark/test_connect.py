@@ -16,12 +16,14 @@ from stopping import pause_group, resume_group
 from regionflow.bench.core_sharing import free_cores_after_cancel, share_cores
 from regionflow.cli import main as cli
 from regionflow.scheduling.hosts import Cluster, Host
-from regionflow.spark.attempt import HostLost
-from regionflow.spark.auth import remote_session
-from regionflow.spark.backends import SessionBackend
-from regionflow.spark.connect import CONNECT_CLIENT_VARIABLES, ConnectServer, SessionServerError, SessionServers
-from regionflow.spark.idle import IdleServerReaper
-from regionflow.spark.task import UnitTask
+from regionflow.spark.data.task import UnitTask
+from regionflow.spark.launch.attempt import HostLost
+from regionflow.spark.launch.backends import SessionBackend
+from regionflow.spark.servers.auth import remote_session
+from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
+from regionflow.spark.servers.connect import ConnectServer, SessionServerError
+from regionflow.spark.servers.idle import IdleServerReaper
+from regionflow.spark.servers.session_servers import SessionServers
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -285,7 +287,7 @@ ORDERS = "regionflow.examples.orders:job"
 def session_runner(tmp_path, mode, slots=2, progress=None):
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
-    from regionflow.spark.runner import LocalRunner, RunOptions
+    from regionflow.units.runner import LocalRunner, RunOptions
 
     options = RunOptions(data_dir=str(tmp_path), cluster=Cluster.local_default(slots), progress=progress,
                          backend="session")
@@ -325,8 +327,8 @@ def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(orders_
 
 ORPHAN_CLIENT = """
 import sys
-from regionflow.spark.auth import read_secret, remote_session
-from regionflow.spark.orphans import attempt_session_url
+from regionflow.spark.servers.auth import read_secret, remote_session
+from regionflow.spark.launch.orphans import attempt_session_url
 spark = remote_session(attempt_session_url(sys.argv[1], sys.argv[2]), read_secret(sys.argv[3]))
 print("running", flush=True)
 spark.range(0, 10 ** 13, 1, 2).selectExpr("max(id % 7)").collect()  # hours: it only ends by interruption
@@ -341,7 +343,7 @@ def test_the_spark_work_of_a_killed_session_attempt_is_interrupted_by_its_attemp
     import subprocess
     import sys
 
-    from regionflow.spark.orphans import SessionOrphans, attempt_session_id
+    from regionflow.spark.launch.orphans import SessionOrphans, attempt_session_id
 
     attempt_id = "try1-orphan"
     child = subprocess.Popen([sys.executable, "-c", ORPHAN_CLIENT, server.url, attempt_id, server.token_path],
@@ -378,9 +380,9 @@ def test_an_attempt_on_a_server_that_hangs_is_killed_as_host_lost_and_nothing_of
     stopper the executor uses for leftovers ends what is left of the attempt's session, and the server's
     cores are free. The unit's program is replaced by one endless query (the workload is not under test;
     the server, the client, the watch and the kill are real)."""
-    from regionflow.spark import session_backend
-    from regionflow.spark.orphans import SessionOrphans, attempt_session_id
-    from regionflow.spark.watch import HostWatcher
+    from regionflow.spark.launch import session_backend
+    from regionflow.spark.launch.orphans import SessionOrphans, attempt_session_id
+    from regionflow.spark.launch.watch import HostWatcher
 
     def endless(spark, plan, task) -> None:
         spark.range(0, 10 ** 13, 1, 2).selectExpr("max(id % 7)").collect()  # hours: it only ends by a kill

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from regionflow.core.errors import SpecError
-from regionflow.spark.descriptors import (
+from regionflow.spark.data.descriptors import (
     DescriptorCache,
     DescriptorError,
     PartitionLocation,

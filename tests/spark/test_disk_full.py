@@ -12,7 +12,7 @@ from rf_test_jobs import BULKY_ROWS
 
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
-from regionflow.spark.runner import LocalRunner, RunOptions
+from regionflow.units.runner import LocalRunner, RunOptions
 
 pytestmark = pytest.mark.timeout(600)
 JOB = "rf_test_jobs:bulky_job"

@@ -1,7 +1,7 @@
-"""Tests of regionflow.spark.unit.grant_target: where one Spark application of a grant runs (pure).
+"""Tests of regionflow.units.layout.grant_target: where one Spark application of a grant runs (pure).
 The real 2-worker case is in test_standalone.py."""
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.unit import grant_target
+from regionflow.spark.launch.submission import grant_target
 
 CLUSTER = Cluster.parse("a:2;b:2;s1:1,master=spark://127.0.0.1:7077;s2:1,master=spark://127.0.0.1:7077;"
                         "t:1,master=spark://127.0.0.1:7078")

@@ -18,10 +18,10 @@ import time
 import pytest
 from grpc_standin import GrpcServer
 
-from regionflow.spark.connect import no_client_marks
-from regionflow.spark.session_backend import SessionSubmission
-from regionflow.spark.task import UnitTask
-from regionflow.spark.watch import HostWatcher
+from regionflow.spark.data.task import UnitTask
+from regionflow.spark.launch.session_backend import SessionSubmission
+from regionflow.spark.launch.watch import HostWatcher
+from regionflow.spark.servers.client_env import no_client_marks
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from regionflow.spark.idle import IdleServerReaper
+from regionflow.spark.servers.idle import IdleServerReaper
 
 
 class FakeServer:

@@ -1,4 +1,4 @@
-"""A committed partition changed after its commit (`regionflow.spark.integrity`): pure checks on files
+"""A committed partition changed after its commit (`regionflow.spark.data.integrity`): pure checks on files
 written by hand, then on real Spark (the shared Connect server): a truncated partition fails its consumer
 naming the producer unit and the file, the producer run again is computed anew and the job's answer is
 the reference's; bytes changed in place are caught by Parquet's page checksums."""
@@ -10,9 +10,9 @@ import pytest
 
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
-from regionflow.spark.integrity import VERIFY_PAGE_CHECKSUMS, PartitionCorrupted, check_partition, damage
-from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
-from regionflow.spark.store import PartitionStore
+from regionflow.spark.data.integrity import VERIFY_PAGE_CHECKSUMS, PartitionCorrupted, check_partition, damage
+from regionflow.spark.data.store import PartitionStore
+from regionflow.units.runner import LocalRunner, RunFailed, RunOptions
 
 pytestmark = pytest.mark.timeout(600)
 ORDERS = "regionflow.examples.orders:job"
@@ -88,9 +88,9 @@ def test_a_released_dataset_is_not_damage_and_a_damaged_unit_is_set_aside(tmp_pa
 
 def test_a_partition_truncated_after_its_commit_fails_its_consumer_and_running_the_producer_again_repairs_it(
         shared_servers, tmp_path, capfd):
-    from regionflow.spark.auth import remote_session
-    from regionflow.spark.program import run_unit
-    from regionflow.spark.task import UnitTask
+    from regionflow.spark.data.task import UnitTask
+    from regionflow.spark.driver.program import run_unit
+    from regionflow.spark.servers.auth import remote_session
 
     servers, _ = shared_servers
     plan = Plan(load_job(ORDERS), "all-blocking")
@@ -139,7 +139,7 @@ def test_a_partition_truncated_after_its_commit_fails_its_consumer_and_running_t
 def test_bytes_changed_in_place_fail_the_read_by_their_page_checksum(shared_servers, tmp_path):
     """On a local data dir Hadoop's .crc files beside each file catch it first; without them (an object
     store, or a file rewritten with its .crc), Parquet's page checksums do, instead of a decoding error."""
-    from regionflow.spark.auth import remote_session
+    from regionflow.spark.servers.auth import remote_session
 
     servers, _ = shared_servers
     server = servers.server(servers.cluster.hosts[0].name)

@@ -13,9 +13,9 @@ import pytest
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark import runner as runner_module
-from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
-from regionflow.spark.sinks import SinkCommitter
+from regionflow.spark.data.sinks import SinkCommitter
+from regionflow.units import runner as runner_module
+from regionflow.units.runner import LocalRunner, RunFailed, RunOptions
 
 ORDERS = "regionflow.examples.orders:job"
 pytestmark = pytest.mark.timeout(900)
@@ -126,8 +126,8 @@ class _NoSpark:
 
 @pytest.fixture
 def no_spark(monkeypatch):
-    monkeypatch.setattr("regionflow.spark.backends.unit_submission", _NoSpark)
-    monkeypatch.setattr("regionflow.spark.backends.SessionSubmission", _NoSpark)
+    monkeypatch.setattr("regionflow.spark.launch.backends.unit_submission", _NoSpark)
+    monkeypatch.setattr("regionflow.spark.launch.backends.SessionSubmission", _NoSpark)
     monkeypatch.setattr(runner_module, "unit_submission", _NoSpark)
 
 
@@ -185,7 +185,7 @@ def test_adaptive_parallelism_is_2_on_2_slots_and_8_on_8_with_identical_results(
 def test_a_unit_task_without_its_adaptive_decisions_is_refused_not_run_with_another_plan(tmp_path):
     from regionflow.core.adaptive import decide
     from regionflow.core.errors import SpecError
-    from regionflow.spark.task import UnitTask
+    from regionflow.spark.data.task import UnitTask
 
     graph, decisions = decide(load_job("rf_test_jobs:adaptive_job"), 2, "all-pipelined")
     task = UnitTask(job="rf_test_jobs:adaptive_job", mode="all-pipelined", run_id="r", data_dir=str(tmp_path),

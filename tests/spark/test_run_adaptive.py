@@ -8,7 +8,7 @@ from regionflow.core.adaptive import decided_plan
 from regionflow.core.graph import load_job
 from regionflow.examples.orders import ORDER_COUNT
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.runner import LocalRunner, RunOptions
+from regionflow.units.runner import LocalRunner, RunOptions
 
 JOB = "rf_test_jobs:adaptive_bytes_job"
 

@@ -9,10 +9,11 @@ import pytest
 
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
-from regionflow.spark.auth import remote_session
-from regionflow.spark.connect import SessionServers, no_client_marks
-from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
-from regionflow.spark.targets import parse_cluster
+from regionflow.spark.launch.targets import parse_cluster
+from regionflow.spark.servers.auth import remote_session
+from regionflow.spark.servers.client_env import no_client_marks
+from regionflow.spark.servers.session_servers import SessionServers
+from regionflow.units.runner import LocalRunner, RunFailed, RunOptions
 
 pytestmark = pytest.mark.timeout(900)
 JOB = "rf_test_jobs:oom_job"

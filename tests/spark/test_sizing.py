@@ -1,4 +1,4 @@
-"""Tests of regionflow.spark.sizing: the one mapping from a granted slot request to Spark conf, the
+"""Tests of regionflow.spark.launch.sizing: the one mapping from a granted slot request to Spark conf, the
 unit's slot size, and the GPU discovery script shipped in the package.
 
 No GPU can run here: the discovery script is run for real on this GPU-less host, and once with a
@@ -16,16 +16,16 @@ from regionflow.core.graph import JobGraph
 from regionflow.core.plan import Plan
 from regionflow.core.resources import UNKNOWN, ResourceProfile
 from regionflow.plan_document import plan_document
-from regionflow.spark.masters import Master
-from regionflow.spark.sizing import (
+from regionflow.spark.launch.masters import Master
+from regionflow.spark.launch.sizing import (
     GPU_DISCOVERY_SCRIPT,
     gpu_discovery_script,
     region_spark_conf,
     sized_conf,
     slot_size,
 )
-from regionflow.spark.submit_args import SubmitConfigError, build_submit_kwargs
-from regionflow.spark.unit import UnitLayout
+from regionflow.spark.launch.submit_args import SubmitConfigError, build_submit_kwargs
+from regionflow.units.layout import UnitLayout
 
 HOST_SLOT = ResourceProfile.of(cpu=4, heap_mib=8192)
 GPU_REQUEST = ResourceProfile.of(cpu=1, heap_mib=1024, gpu=1)
@@ -91,7 +91,8 @@ def test_the_gpu_discovery_script_lists_what_nvidia_smi_lists(tmp_path):
 
 
 def test_the_script_ships_with_the_package():
-    assert os.path.isfile(GPU_DISCOVERY_SCRIPT) and GPU_DISCOVERY_SCRIPT.endswith("spark/resources/gpu_discovery.sh")
+    assert os.path.isfile(GPU_DISCOVERY_SCRIPT)
+    assert GPU_DISCOVERY_SCRIPT.endswith("spark/launch/resources/gpu_discovery.sh")
 
 
 def test_unit_tasks_carry_the_slot_request_and_the_plan_shows_each_regions_spark_conf():

@@ -1,4 +1,4 @@
-"""Tests of regionflow.spark.standalone: a real master + worker on 127.0.0.1 and real submissions to
+"""Tests of regionflow.spark.servers.standalone: a real master + worker on 127.0.0.1 and real submissions to
 it through RegionSubmission, one of them losing its host mid-job (HostWatcher). Every cluster
 authenticates (``spark.authenticate``, a secret per start): applications present the secret from the
 cluster's properties file, one without it (or with another) is refused, and the secret is on no
@@ -30,15 +30,16 @@ from regionflow.processes import (
     wait_until,
 )
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.auth import authenticate_properties, new_secret, write_properties
-from regionflow.spark.connect import ConnectServer, free_port
-from regionflow.spark.health import SparkHostProbe
-from regionflow.spark.reachability import answers, any_speaks_spark_rpc, speaks_spark_rpc
-from regionflow.spark.runner import LocalRunner, RunOptions
-from regionflow.spark.standalone import StandaloneCluster, StandaloneClusterError, listening_sockets
-from regionflow.spark.submit import RegionSubmission
-from regionflow.spark.submit_args import build_submit_kwargs
-from regionflow.spark.watch import HostWatcher, explain, standalone_masters
+from regionflow.spark.launch.submit import RegionSubmission
+from regionflow.spark.launch.submit_args import build_submit_kwargs
+from regionflow.spark.launch.watch import HostWatcher, explain, standalone_masters
+from regionflow.spark.servers.auth import authenticate_properties, new_secret, write_properties
+from regionflow.spark.servers.connect import ConnectServer
+from regionflow.spark.servers.health import SparkHostProbe
+from regionflow.spark.servers.reachability import answers, any_speaks_spark_rpc, speaks_spark_rpc
+from regionflow.spark.servers.session_servers import free_port
+from regionflow.spark.servers.standalone import StandaloneCluster, StandaloneClusterError, listening_sockets
+from regionflow.units.runner import LocalRunner, RunOptions
 
 # Two 512 MiB executors fit one of the fixture's 1 GiB workers.
 HALF_GIB_SLOT = ResourceProfile.of(cpu=1, heap_mib=512)
@@ -360,7 +361,7 @@ def test_a_worker_killed_mid_stage_leaves_the_region_exact(tmp_path, monkeypatch
     nothing half-written visible and no attempt output left outside the committed unit."""
     from rf_test_jobs import HOLD_DIR_VARIABLE, HOLD_RELEASE
 
-    from regionflow.spark.runner import run_reference
+    from regionflow.units.runner import run_reference
 
     job = "rf_test_jobs:held_spread_job"
     # No adaptive execution: the 4 shuffle partitions of the count stay 4, coalesced into 2 sink-writing

@@ -12,9 +12,9 @@ import threading
 import pytest
 
 from regionflow.core.errors import RegionflowError
-from regionflow.spark.filesystems import LocalFileSystem, StoreError, filesystem_for
-from regionflow.spark.sinks import SinkCommitter, SinkConflictError
-from regionflow.spark.store import (
+from regionflow.spark.data.filesystems import LocalFileSystem, PartitionStoreError, filesystem_for
+from regionflow.spark.data.sinks import SinkCommitter, SinkConflictError
+from regionflow.spark.data.store import (
     MANIFEST,
     SINK_MARKER,
     SUCCESS,
@@ -140,7 +140,7 @@ def test_commit_is_idempotent_for_the_winner_and_final_for_a_loser(store):
 
 
 def test_commit_without_an_attempt_dir_names_unit_and_attempt(store):
-    with pytest.raises(StoreError, match=r"unit u: attempt a9 has no directory .*_attempts/u/a9"):
+    with pytest.raises(PartitionStoreError, match=r"unit u: attempt a9 has no directory .*_attempts/u/a9"):
         store.commit("u", "a9", {})
 
 
@@ -180,7 +180,7 @@ def test_discard_never_touches_the_committed_unit(store):
 def test_cleanup_stale_attempts_after_the_winner_is_known(store):
     fill_attempt(store, "u", "a1")
     fill_attempt(store, "u", "a2")
-    with pytest.raises(StoreError, match="unit u has no committed attempt yet"):
+    with pytest.raises(PartitionStoreError, match="unit u has no committed attempt yet"):
         store.cleanup_stale_attempts("u")
     store.commit("u", "a1", {})
     assert store.cleanup_stale_attempts("u") == ["a2"]
@@ -202,9 +202,9 @@ def test_release_deletes_committed_partitions_and_counts_bytes(store):
 
 
 def test_release_refuses_paths_outside_the_committed_units(store, tmp_path):
-    with pytest.raises(StoreError, match="refusing to release"):
+    with pytest.raises(PartitionStoreError, match="refusing to release"):
         store.release([str(tmp_path)])
-    with pytest.raises(StoreError, match="refusing to release"):
+    with pytest.raises(PartitionStoreError, match="refusing to release"):
         store.release([store.units_dir + "/../_attempts"])
 
 
@@ -217,7 +217,7 @@ def test_unwritable_data_dir_names_the_path(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("a regular file, not a directory")
     store = PartitionStore(str(blocker / "sub"), "run-1")
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(PartitionStoreError) as raised:
         store.check_writable()
     message = str(raised.value)
     assert str(blocker / "sub") in message and "not usable" in message
@@ -226,16 +226,16 @@ def test_unwritable_data_dir_names_the_path(tmp_path):
 
 @pytest.mark.parametrize("key", ["", "a/b", "..", ".hidden", "a[0]", "x:y", "a b", "k" * 201, None])
 def test_bad_unit_keys_are_rejected_by_name(store, key):
-    with pytest.raises(StoreError, match=r"bad unit key"):
+    with pytest.raises(PartitionStoreError, match=r"bad unit key"):
         store.attempt_dir(key, "a1")
-    with pytest.raises(StoreError, match=r"bad unit key"):
+    with pytest.raises(PartitionStoreError, match=r"bad unit key"):
         store.partition_path(key, 0)
 
 
 def test_bad_attempt_and_run_ids(store, tmp_path):
-    with pytest.raises(StoreError, match=r"bad attempt id '\.\./x'"):
+    with pytest.raises(PartitionStoreError, match=r"bad attempt id '\.\./x'"):
         store.attempt_dir("u", "../x")
-    with pytest.raises(StoreError, match=r"bad run id 'a/b'"):
+    with pytest.raises(PartitionStoreError, match=r"bad run id 'a/b'"):
         PartitionStore(str(tmp_path), "a/b")
     PartitionStore(str(tmp_path), "scheduled__2026-11-22T00:00:00+00:00")  # an Airflow run id is fine
 
@@ -261,9 +261,9 @@ def test_file_uri_data_dir(tmp_path):
 def test_filesystem_for():
     assert isinstance(filesystem_for("/tmp/x"), LocalFileSystem)
     assert isinstance(filesystem_for("file:///tmp/x"), LocalFileSystem)
-    with pytest.raises(StoreError, match=r"hdfs://nn/data is a hdfs:// path: .*pass a Spark session"):
+    with pytest.raises(PartitionStoreError, match=r"hdfs://nn/data is a hdfs:// path: .*pass a Spark session"):
         filesystem_for("hdfs://nn/data")
-    with pytest.raises(StoreError, match="pass a Spark session"):
+    with pytest.raises(PartitionStoreError, match="pass a Spark session"):
         PartitionStore("s3a://bucket/data", "r")
 
 
@@ -469,10 +469,10 @@ def test_publish_needs_exactly_one_staged_file(store, tmp_path):
     store.commit("u", "a", {})
     committer = SinkCommitter(str(tmp_path / "out"), "job", "run-1")
     committer.claim()
-    with pytest.raises(StoreError,
+    with pytest.raises(PartitionStoreError,
                        match=r"subtask 0: expected exactly one part-\*.parquet .* found 2.*one file per subtask"):
         committer.publish(store.committed("u").path, "out", [0])
-    with pytest.raises(StoreError, match="subtask 1: expected exactly one .* found 0"):
+    with pytest.raises(PartitionStoreError, match="subtask 1: expected exactly one .* found 0"):
         committer.publish(store.committed("u").path, "out", [1])
 
 
@@ -498,7 +498,7 @@ def spark():
 
 
 def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
-    from regionflow.spark.filesystems import HadoopFileSystem
+    from regionflow.spark.data.filesystems import HadoopFileSystem
 
     fs = HadoopFileSystem(spark)
     store = PartitionStore(f"file://{tmp_path}/data", "run-1", fs=fs)
@@ -547,8 +547,8 @@ def test_hadoop_commit_race_and_stray_copy(spark, tmp_path):
 
 
 def test_hadoop_sink_publish_and_blob_descriptor(spark, tmp_path):
-    from regionflow.spark.descriptors import DescriptorCache, PartitionLocation, load_descriptor
-    from regionflow.spark.filesystems import HadoopFileSystem
+    from regionflow.spark.data.descriptors import DescriptorCache, PartitionLocation, load_descriptor
+    from regionflow.spark.data.filesystems import HadoopFileSystem
 
     fs = HadoopFileSystem(spark)
     store = PartitionStore(f"file://{tmp_path}/data", "run-1", fs=fs)

@@ -1,4 +1,4 @@
-"""Tests of regionflow.spark.submit: pure submit arguments and py-files (milliseconds), the real
+"""Tests of regionflow.spark.launch.submit: pure submit arguments and py-files (milliseconds), the real
 SparkSubmitHook path with a fake spark-submit (milliseconds), and two real local submissions."""
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import pytest
 from regionflow.core.errors import RegionflowError
 from regionflow.core.resources import UNKNOWN, ResourceProfile
 from regionflow.processes import process_group_members
-from regionflow.spark.pyfiles import build_py_files
-from regionflow.spark.submit import RegionSubmission, SubmissionFailed, extract_python_traceback, pinned_cpus
-from regionflow.spark.submit_args import (
+from regionflow.spark.launch.pyfiles import build_py_files
+from regionflow.spark.launch.submit import RegionSubmission, SubmissionFailed, extract_python_traceback, pinned_cpus
+from regionflow.spark.launch.submit_args import (
     SubmitConfigError,
     build_submit_kwargs,
     connection_env,
@@ -244,7 +244,7 @@ def test_hook_built_from_the_kwargs_runs_spark_submit_on_the_sized_master():
 
 
 def _properties_file(path, mode: int = 0o600) -> str:
-    from regionflow.spark.auth import authenticate_properties, write_properties
+    from regionflow.spark.servers.auth import authenticate_properties, write_properties
 
     write_properties(str(path), authenticate_properties("not-a-real-secret"))
     os.chmod(path, mode)
@@ -267,7 +267,7 @@ def test_a_hosts_properties_file_reaches_spark_submit_as_a_path_and_the_secret_n
                                             (0o604, "is open to other users (mode 0604)"),
                                             (None, "cannot be read (No such file or directory)")])
 def test_a_properties_file_others_may_read_or_that_is_missing_is_an_error_before_submitting(tmp_path, mode, fragment):
-    from regionflow.spark.auth import SecretFileError
+    from regionflow.spark.servers.auth import SecretFileError
 
     path = _properties_file(tmp_path / "app.properties", mode) if mode else str(tmp_path / "none.properties")
     with pytest.raises(SecretFileError, match=f"properties_file '{path}' of the host on spark://127.0.0.1:7077 "
@@ -277,8 +277,8 @@ def test_a_properties_file_others_may_read_or_that_is_missing_is_an_error_before
 
 def test_a_connect_server_of_a_host_with_a_properties_file_loads_it(tmp_path):
     from regionflow.scheduling.hosts import Cluster
-    from regionflow.spark.auth import SecretFileError
-    from regionflow.spark.connect import ConnectServer
+    from regionflow.spark.servers.auth import SecretFileError
+    from regionflow.spark.servers.connect import ConnectServer
 
     path = _properties_file(tmp_path / "app.properties")
     (host,) = Cluster.parse(f"s:slots=1,master=spark://127.0.0.1:7077,properties_file={path}")
@@ -304,8 +304,8 @@ def test_env_var_connections_resolve_without_a_database_and_inside_a_task_proces
     script = textwrap.dedent(
         """
         from regionflow.core.resources import UNKNOWN
-        from regionflow.spark.submit import RegionSubmission
-        from regionflow.spark.submit_args import build_submit_kwargs
+        from regionflow.spark.launch.submit import RegionSubmission
+        from regionflow.spark.launch.submit_args import build_submit_kwargs
 
         def master_of(master):
             kwargs = build_submit_kwargs(application="/a.py", application_args=[], master=master, slots=2,
@@ -345,7 +345,7 @@ def _names(path: str) -> list[str]:
 def test_regionflow_is_zipped_without_bytecode_and_importable_from_the_zip(tmp_path):
     (zip_path,) = build_py_files(str(tmp_path / "py"), [])
     names = _names(zip_path)
-    assert "regionflow/__init__.py" in names and "regionflow/spark/submit.py" in names
+    assert "regionflow/__init__.py" in names and "regionflow/spark/launch/submit.py" in names
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
     probe = "import sys; sys.path.insert(0, sys.argv[1]); import regionflow.core.resources as r; print(r.__file__)"
     done = subprocess.run([sys.executable, "-S", "-c", probe, zip_path], capture_output=True, text=True, timeout=60)
@@ -625,8 +625,8 @@ def test_real_local_submission_killed_mid_run_leaves_no_process(tiny_app, tmp_pa
 def test_a_spark_submit_killed_by_a_signal_is_described_as_killed_by_it():
     """Popen reports a process ended by signal N as -N: a kill -9 of the driver's JVM must read as such,
     in the attempt's recorded failure and in the task's error, not as a bare exit code."""
-    from regionflow.spark.attempt import result_reason
-    from regionflow.spark.submit import SubmissionResult
+    from regionflow.spark.launch.attempt import result_reason
+    from regionflow.spark.launch.submit import SubmissionResult
 
     killed = SubmissionResult(-9, 6.2, ("WARN NativeCodeLoader: no native-hadoop",), killed=False)
     exited = SubmissionResult(1, 6.2, ("boom",), killed=False)
@@ -643,9 +643,9 @@ def test_an_orphaned_submission_is_found_by_its_attempt_id_alone_and_ended(tmp_p
     own, lives on. Every process it starts carries REGIONFLOW_ATTEMPT_ID, so the executor's stopper ends
     that attempt's groups from the attempt id alone, and leaves another attempt's alone."""
     from regionflow.scheduling.hosts import Host
-    from regionflow.spark.orphans import ATTEMPT_VARIABLE, ProcessOrphans
-    from regionflow.spark.task import UnitTask
-    from regionflow.spark.unit import unit_submission
+    from regionflow.spark.data.task import UnitTask
+    from regionflow.spark.launch.orphans import ATTEMPT_VARIABLE, ProcessOrphans
+    from regionflow.spark.launch.submission import unit_submission
 
     task = UnitTask(job="m:job", mode="all-pipelined", run_id="r", data_dir=str(tmp_path), unit_key="u",
                     unit_name="u", regions=[0], attempt_id="try1-abc")

@@ -1,9 +1,9 @@
-"""Tests of regionflow.spark.targets: Spark's reading of the hosts scheduling knows (pure, no Spark)."""
+"""Tests of regionflow.spark.launch.targets: Spark's reading of the hosts scheduling knows (pure, no Spark)."""
 import pytest
 
 from regionflow.core.errors import SpecError
 from regionflow.scheduling.hosts import Cluster
-from regionflow.spark.targets import check_cluster, parse_cluster, spark_target
+from regionflow.spark.launch.targets import check_cluster, parse_cluster, spark_target
 
 
 def test_a_host_without_master_runs_local_with_its_cpus_or_pinned_cores():

@@ -18,9 +18,9 @@ pq = pytest.importorskip("pyarrow.parquet")
 from regionflow.core.graph import Distribution, load_job  # noqa: E402
 from regionflow.core.plan import Plan  # noqa: E402
 from regionflow.examples import tpch, tpch_data  # noqa: E402
-from regionflow.spark.filesystems import local_path  # noqa: E402
-from regionflow.spark.program import resolve_sink_path  # noqa: E402
-from regionflow.spark.runner import LocalRunner, RunOptions, run_reference  # noqa: E402
+from regionflow.spark.data.filesystems import local_path  # noqa: E402
+from regionflow.spark.driver.program import resolve_sink_path  # noqa: E402
+from regionflow.units.runner import LocalRunner, RunOptions, run_reference  # noqa: E402
 
 SF = 0.01
 SLOTS = 4  # conftest's shared server; all-pipelined runs a query as one region of 4 slots (parallelism 4)

@@ -5,8 +5,8 @@ import os
 
 from regionflow.core.plan import Plan
 from regionflow.examples import orders
-from regionflow.spark.store import PartitionStore
-from regionflow.spark.unit import UnitLayout
+from regionflow.spark.data.store import PartitionStore
+from regionflow.units.layout import UnitLayout
 
 
 def write(path: str, size: int) -> None:

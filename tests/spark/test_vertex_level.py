@@ -13,9 +13,9 @@ import pytest
 from regionflow.bench.spark_counts import blocking_files, jobs_started
 from regionflow.core.graph import Distribution, load_job
 from regionflow.core.plan import Plan
-from regionflow.spark.computer import BROADCAST_UNIT
-from regionflow.spark.exchange import BUCKET_COLUMN
-from regionflow.spark.runner import LocalRunner, RunFailed, RunOptions
+from regionflow.spark.driver.computer import BROADCAST_UNIT
+from regionflow.spark.driver.exchange import BUCKET_COLUMN
+from regionflow.units.runner import LocalRunner, RunFailed, RunOptions
 
 pytestmark = pytest.mark.timeout(600)
 SCALED = "regionflow.examples.orders:scaled_job"

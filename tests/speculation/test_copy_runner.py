@@ -11,7 +11,7 @@ from regionflow.config import RegionflowConfig
 from regionflow.core.attempts import AttemptState
 from regionflow.executors.copies import CopyRunner
 from regionflow.scheduling.pool import SlotPool
-from regionflow.spark.task import UnitTask
+from regionflow.spark.data.task import UnitTask
 from regionflow.store import CopyState, RegionflowStore
 
 

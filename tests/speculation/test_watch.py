@@ -6,8 +6,8 @@ import threading
 
 from speculation_fakes import FakeResult, FakeSubmission, commit, runs_until_killed
 
-from regionflow.spark.store import PartitionStore
-from regionflow.spark.watch import CommitWatcher, settle
+from regionflow.spark.data.store import PartitionStore
+from regionflow.spark.launch.watch import CommitWatcher, settle
 
 
 def test_watcher_kills_the_loser_and_settle_names_the_winner(tmp_path):

@@ -36,7 +36,7 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
 def cluster_from_args(args: argparse.Namespace) -> Cluster:
     """The cluster of ``--hosts``, else one local host with ``--slots`` slots (default: the CPU count)."""
     from ..scheduling.hosts import Cluster
-    from ..spark.targets import parse_cluster
+    from ..spark.launch.targets import parse_cluster
 
     if args.slots is not None and args.slots < 1:
         raise SpecError(f"--slots is {args.slots}; give at least 1 slot")

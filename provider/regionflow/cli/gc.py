@@ -25,8 +25,8 @@ from typing import Any
 
 from ..core.errors import SpecError
 from ..output import print_document
-from ..spark.filesystems import LocalFileSystem, local_path
-from ..spark.store import ATTEMPTS, UNITS, run_key_for
+from ..spark.data.filesystems import LocalFileSystem, local_path
+from ..spark.data.store import ATTEMPTS, UNITS, run_key_for
 from .common import STORE_URL_VARIABLE
 
 RETENTION_VARIABLE = "AIRFLOW__REGIONFLOW__PARTITION_RETENTION"

@@ -40,7 +40,7 @@ def run_run(args: argparse.Namespace) -> int:
     from ..core.adaptive import decided, decided_plan
     from ..core.graph import load_job
     from ..core.modes import DEFAULT_MODE
-    from ..spark.runner import LocalRunner, RunOptions, run_reference
+    from ..units.runner import LocalRunner, RunOptions, run_reference
 
     job_reference = os.path.abspath(args.job) if os.path.exists(args.job) else args.job
     mode = mode_option(args.mode, DEFAULT_MODE)

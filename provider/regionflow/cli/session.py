@@ -1,7 +1,7 @@
 """``regionflow session start|stop|status``: the Spark Connect servers of a cluster's hosts.
 
 For a real installation these run beside Airflow, e.g. under systemd (see the README); the embedded
-stack and ``regionflow run`` start and stop their own. `regionflow.spark.connect` imports no PySpark.
+stack and ``regionflow run`` start and stop their own. `regionflow.spark.servers.connect` imports no PySpark.
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 from ..output import print_document
-from ..spark.connect import DEFAULT_BASE_PORT, DEFAULT_START_TIMEOUT_S, SessionServers, default_state_dir
+from ..spark.servers.connect import DEFAULT_BASE_PORT, DEFAULT_START_TIMEOUT_S
+from ..spark.servers.session_servers import SessionServers, default_state_dir
 from .common import add_cluster_options, cluster_from_args
 
 EXIT_DOWN = 1  # `status`: some server is not up

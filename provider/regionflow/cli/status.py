@@ -134,7 +134,7 @@ def hosts_output(cluster: Any, output_format: str = "text") -> str:
     profile and where Spark runs (JSON: the host objects of ``[regionflow] hosts``)."""
     if output_format == "json":
         return json.dumps(cluster.to_dicts(), indent=2)
-    from ..spark.targets import spark_target
+    from ..spark.launch.targets import spark_target
 
     return "\n".join(f"{host.describe()} on {spark_target(host).master}" for host in cluster)
 

@@ -3,7 +3,7 @@
     orders(4) -FORWARD-> clean(4) -RESCALE-> enrich(2) -HASH(customer_id)-> totals(3, sink)
                          products(1) -BROADCAST-^
 
-Each function is called once per vertex and unit with whole DataFrames (see `regionflow.spark.api`);
+Each function is called once per vertex and unit with whole DataFrames (see `regionflow.spark.driver.api`);
 the sources take their share of the ids with `ctx.range`.
 Input data is generated deterministically from ids (no downloads); money is in integer cents so
 that sums are exact whatever the partitioning, and the sink checksum is the same in every exchange

@@ -32,11 +32,11 @@ from typing import Any
 
 from ..config import RegionflowConfig
 from ..scheduling.pool import Grant, SlotPool
-from ..spark.backends import configured_servers, configured_stopper
-from ..spark.connect import SessionServers
-from ..spark.health import SparkHostProbe
-from ..spark.idle import IdleServerReaper
-from ..spark.orphans import OrphanStopper
+from ..spark.launch.backends import configured_servers, configured_stopper
+from ..spark.launch.orphans import OrphanStopper
+from ..spark.servers.health import SparkHostProbe
+from ..spark.servers.idle import IdleServerReaper
+from ..spark.servers.session_servers import SessionServers
 from ..store import RegionflowStore
 from ..store.coordination import STOPPED_AFTER_S
 from .admission import AdmissionGate

@@ -30,11 +30,11 @@ from ..core.resources import UNKNOWN, ResourceProfile
 from ..scheduling.errors import UnfulfillableBulk
 from ..scheduling.hosts import Host
 from ..scheduling.pool import Bulk, Grant, SlotPool
-from ..spark.attempt import Attempt
-from ..spark.store import PartitionStore
-from ..spark.task import UnitTask
-from ..spark.unit import grant_target
-from ..spark.watch import DEFAULT_HOST_LOST_TIMEOUT_S
+from ..spark.data.store import PartitionStore
+from ..spark.data.task import UnitTask
+from ..spark.launch.attempt import Attempt
+from ..spark.launch.submission import grant_target
+from ..spark.launch.watch import DEFAULT_HOST_LOST_TIMEOUT_S
 from ..store import COPY_PREFIX, CopyRequestRecord, CopyState, RegionflowStore, StoreError
 from ..store.recorder import StoreRecorder
 from ..units.attempts import attempt_on_config

@@ -3,7 +3,7 @@
 A region task's process records its attempt as running, runs it and records how it ended. Killed
 without warning (kill -9, the OOM killer, a lost worker), it records nothing: the store would show the
 attempt running for ever (speculation and the UI would count it as live), and its Spark work goes on
-(see `regionflow.spark.orphans`). The same holds for a speculative copy, a thread of a scheduler that
+(see `regionflow.spark.launch.orphans`). The same holds for a speculative copy, a thread of a scheduler that
 stopped. `Leftovers.end` is the one way such an attempt ends: its Spark work is stopped through the
 backend's `OrphanStopper` and the attempt is recorded as killed, with the reason and what was found.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.attempts import AttemptState
-from ..spark.orphans import OrphanStopper
+from ..spark.launch.orphans import OrphanStopper
 from ..store import AttemptRecord, RegionflowStore
 
 TASK_PROCESS_ENDED = "its task process ended without recording how the attempt ended (killed?)"

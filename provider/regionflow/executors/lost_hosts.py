@@ -6,7 +6,7 @@ Without a probe that entry would just expire: a host back after five seconds sta
 whole expiry, and a host still down gets regions again after it, each losing an attempt there.
 
 `LostHostWatch` probes every such host every ``[regionflow] lost_host_probe_interval`` seconds (a
-`HostProbe`, see `regionflow.spark.health`), in a thread of its own so that a slow connection never
+`HostProbe`, see `regionflow.spark.servers.health`), in a thread of its own so that a slow connection never
 holds up the scheduler's loop:
 
 - the host answers: the entry is lifted from the store (only if nobody extended it meanwhile), and the

@@ -20,8 +20,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..config import RegionflowConfig
 from ..contract import is_inputs_gate
 from ..core.errors import RegionflowError
-from ..spark.attempt import Attempt
-from ..spark.watch import DEFAULT_WATCH_INTERVAL_S
+from ..spark.launch.attempt import Attempt
+from ..spark.launch.watch import DEFAULT_WATCH_INTERVAL_S
 from ..store import RegionflowStore
 from ..triggers.inputs import InputsCommittedTrigger, failure_message
 from ..units.dags import JOB_ATTRIBUTE, JobSource

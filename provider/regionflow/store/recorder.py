@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .ledger import RegionflowStore
 
 if TYPE_CHECKING:
-    from ..spark.attempt import Attempt, AttemptOutcome
+    from ..spark.launch.attempt import Attempt, AttemptOutcome
 
 MESSAGE_LIMIT = 2000
 

@@ -20,7 +20,7 @@ import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..spark.connect import free_port
+from ..spark.servers.session_servers import free_port
 
 if TYPE_CHECKING:
     from .stack import EmbeddedAirflow

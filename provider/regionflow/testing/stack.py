@@ -46,7 +46,7 @@ from ..processes import (
     tagged_processes,
     wait_until,
 )
-from ..spark.connect import free_port
+from ..spark.servers.session_servers import free_port
 from .airflow_config import (
     LOOPBACK,
     config_sections,
@@ -159,7 +159,7 @@ class EmbeddedAirflow(AirflowRestClient):
         if (str(self.regionflow_options.get("backend") or "").strip().lower() or "session") != "session":
             return None
         from ..config import RegionflowConfig
-        from ..spark.backends import configured_servers
+        from ..spark.launch.backends import configured_servers
         if not self.regionflow_options.get("session_base_port"):
             self.regionflow_options["session_base_port"] = str(free_port())
         self.regionflow_options.setdefault("session_state_dir", os.path.join(self.home, "regionflow-sessions"))

@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..spark.store import PartitionStore
+from ..spark.data.store import PartitionStore
 from ..units.readiness import FINAL_WITHOUT_COMMIT, ProducerShard, Readiness, failure_message, readiness
 
 __all__ = ["FINAL_WITHOUT_COMMIT", "InputsCommittedTrigger", "ProducerShard", "Readiness", "failure_message",

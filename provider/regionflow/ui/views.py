@@ -14,7 +14,7 @@ from typing import Any
 from ..scheduling.blocklist import EVERY_JOB, applies_to
 from ..scheduling.hosts import Cluster
 from ..scheduling.speculation import METRIC_PREFIX
-from ..spark.targets import spark_target
+from ..spark.launch.targets import spark_target
 from ..store import RegionflowStore, dag_id_of_job, job_id_for
 from ..store.coordination import STOPPED_AFTER_S
 from ..store.records import GrantRecord

@@ -8,10 +8,10 @@ from typing import Any
 
 from ..config import RegionflowConfig
 from ..scheduling.hosts import Host
-from ..spark.attempt import Attempt, AttemptRecorder, Backend
-from ..spark.backends import configured_backend
-from ..spark.store import PartitionStore
-from ..spark.task import UnitTask
+from ..spark.data.store import PartitionStore
+from ..spark.data.task import UnitTask
+from ..spark.launch.attempt import Attempt, AttemptRecorder, Backend
+from ..spark.launch.backends import configured_backend
 
 
 def new_attempt(task: UnitTask, task_path: str, host: Host, slots: int, backend: Backend,

@@ -13,8 +13,8 @@ from typing import Any
 
 from ..core.graph import JobGraph, load_dag_file_job
 from ..core.plan import Plan
-from ..spark.store import PartitionStore, run_key_for
-from ..spark.unit import UnitLayout
+from ..spark.data.store import PartitionStore, run_key_for
+from .layout import UnitLayout
 
 # The attribute transform() sets on each region task it creates (a RegionOperator, or the MappedOperator of
 # a region with several shards): the task's JobGraph.

@@ -9,14 +9,15 @@ import os
 from ..config import RegionflowConfig
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
-from ..spark.descriptors import DescriptorCache
-from ..spark.program import resolve_sink_path
-from ..spark.pyfiles import build_py_files
-from ..spark.sinks import SinkCommitter
-from ..spark.store import PartitionStore, run_key_for
-from ..spark.task import UnitTask
-from ..spark.unit import UnitLayout, job_modules
+from ..spark.data.descriptors import DescriptorCache
+from ..spark.data.sinks import SinkCommitter
+from ..spark.data.store import PartitionStore, run_key_for
+from ..spark.data.task import UnitTask
+from ..spark.driver.program import resolve_sink_path
+from ..spark.launch.pyfiles import build_py_files
+from ..spark.launch.submission import job_modules
 from .dags import JobSource
+from .layout import UnitLayout
 from .readiness import ProducerShard
 from .tasks import BuiltTask, UnitTaskBuilder, committed_host, job_reference, run_work_dir
 

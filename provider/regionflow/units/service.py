@@ -18,10 +18,10 @@ from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..scheduling.blocklist import EVERY_JOB
 from ..scheduling.hosts import Host
-from ..spark.attempt import Attempt, AttemptOutcome, Backend
-from ..spark.cluster_managers import excluded_nodes
-from ..spark.unit import grant_target
-from ..spark.watch import DEFAULT_WATCH_INTERVAL_S, Settlement
+from ..spark.launch.attempt import Attempt, AttemptOutcome, Backend
+from ..spark.launch.cluster_managers import excluded_nodes
+from ..spark.launch.submission import grant_target
+from ..spark.launch.watch import DEFAULT_WATCH_INTERVAL_S, Settlement
 from ..store import GrantState, RegionflowStore, job_id_for
 from ..store.recorder import StoreRecorder
 from .attempts import attempt_on_config, new_attempt

@@ -17,11 +17,11 @@ from ..core.adaptive import GrantDecision, decided
 from ..core.errors import RegionflowError
 from ..core.graph import JobGraph
 from ..localfiles import write_json_atomically
-from ..spark.descriptors import DescriptorCache, PartitionLocation
-from ..spark.filesystems import local_path
-from ..spark.store import PartitionStore, safe_component
-from ..spark.task import UnitTask
-from ..spark.unit import UnitLayout
+from ..spark.data.descriptors import DescriptorCache, PartitionLocation
+from ..spark.data.filesystems import local_path
+from ..spark.data.store import PartitionStore, safe_component
+from ..spark.data.task import UnitTask
+from .layout import UnitLayout
 
 
 @dataclass(frozen=True)

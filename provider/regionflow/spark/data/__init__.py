@@ -1,0 +1,1 @@
+"""What attempts write and read: partitions, sinks, file systems, descriptors, the unit task file."""

@@ -1,0 +1,128 @@
+"""How rows travel along a job edge when a vertex runs as one Spark computation per unit.
+
+A vertex's output in a unit is one DataFrame; its partitions are the unit's subtasks of the vertex
+(partition ``i`` is subtask ``first + i % count``). Along an edge each row goes to exactly one
+consumer subtask, its *bucket*, except on a BROADCAST edge, where every consumer reads every row:
+
+- HASH(keys): ``pmod(hash(keys), consumers)``, which is also the partition Spark's own hash
+  partitioning gives, so ``repartition(consumers, *keys)`` delivers bucket ``i`` as partition ``i``;
+- REBALANCE: ``pmod(hash(row), consumers)``;
+- FORWARD and RESCALE: Flink's pointwise wiring from the producer subtask (`pointwise_consumers`);
+  a producer that feeds several consumers spreads its rows over them by a hash of the row.
+
+A blocking edge is stored as one Parquet dataset per producer unit, partitioned by the consumer
+*unit* each row goes to (``_rf_unit``, computed from the bucket): a consumer unit reads its own
+directory of each producer unit's dataset (partition pruning, no file lists), and a producer unit
+writes at most one file per core and consumer unit, whatever P is. Writing one file per subtask
+would make the cost grow with P again: a Parquet file costs tens of milliseconds to open and commit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...core.graph import Distribution
+from ...core.topology import ExecutionEdge, ExecutionTopology
+from ..data.store import BUCKET_COLUMN, SUBTASK_COLUMN, UNIT_COLUMN
+
+ROUTING_COLUMNS = (UNIT_COLUMN, BUCKET_COLUMN)
+__all__ = ["BUCKET_COLUMN", "ROUTING_COLUMNS", "SUBTASK_COLUMN", "UNIT_COLUMN", "Span"]
+
+
+@dataclass(frozen=True)
+class Span:
+    """Subtasks ``[first, end)`` of one vertex (local indices)."""
+
+    first: int
+    end: int
+
+    @property
+    def count(self) -> int:
+        return self.end - self.first
+
+    def covers(self, other: Span) -> bool:
+        return self.first <= other.first and other.end <= self.end
+
+    def overlaps(self, other: Span) -> bool:
+        return self.first < other.end and other.first < self.end
+
+
+def subtask_expression(span: Span):
+    """Each row's producer subtask (local index) from the partition it sits in."""
+    from pyspark.sql import functions as F
+
+    return F.lit(span.first) + F.pmod(F.spark_partition_id(), F.lit(span.count))
+
+
+def consumers_fed(topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span) -> Span:
+    """The consumer subtasks that read anything the producer span writes on this edge."""
+    consumers = topology.parallelism[exec_edge.dst]
+    if exec_edge.all_to_all:
+        return Span(0, consumers)
+    first = topology.produced_group(exec_edge, producers.first)
+    last = topology.produced_group(exec_edge, producers.end - 1)
+    offset = topology.offsets[exec_edge.dst]
+    return Span(first.cons_lo - offset, last.cons_hi - offset)
+
+
+def with_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span,
+                columns: list[str] | None = None):
+    """`frame` with the bucket column of `exec_edge` (0 on a BROADCAST edge: every consumer reads
+    every row). `columns`: the frame's columns when known (asking Spark costs an analysis). Rows
+    written for a single consumer unit go without it (`UnitComputer._write`)."""
+    from pyspark.sql import functions as F
+
+    distribution = exec_edge.edge.distribution
+    consumers = topology.parallelism[exec_edge.dst]
+    if distribution is Distribution.BROADCAST:
+        return frame.withColumn(BUCKET_COLUMN, F.lit(0))
+    if distribution is Distribution.HASH:
+        bucket = F.pmod(F.hash(*[F.col(k) for k in exec_edge.edge.keys]), F.lit(consumers))
+        return frame.withColumn(BUCKET_COLUMN, bucket)
+    columns = frame.columns if columns is None else columns
+    if distribution is Distribution.REBALANCE:
+        return frame.withColumn(BUCKET_COLUMN, F.pmod(F.hash(*[F.col(c) for c in columns]), F.lit(consumers)))
+    return frame.withColumn(BUCKET_COLUMN, _pointwise_bucket(columns, topology, exec_edge, producers))
+
+
+def _pointwise_bucket(columns: list[str], topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span):
+    """FORWARD / RESCALE: Flink's wiring (see `core.topology`), as integer column arithmetic."""
+    from pyspark.sql import functions as F
+
+    s, t = topology.parallelism[exec_edge.src], topology.parallelism[exec_edge.dst]
+    producer = subtask_expression(producers)
+    if s >= t:  # consumer = ceil((p + 1) * t / s) - 1
+        return (F.floor(((producer + 1) * t + (s - 1)) / s) - 1).cast("int")
+    # fan-out: producer p feeds [ceil(p t / s), ceil((p + 1) t / s)), its rows spread by a row hash
+    lo = F.floor((producer * t + (s - 1)) / s).cast("int")
+    hi = F.floor(((producer + 1) * t + (s - 1)) / s).cast("int")
+    return lo + (F.pmod(F.hash(*[F.col(c) for c in columns]), hi - lo) if columns else F.lit(0))
+
+
+def unit_of_rows(unit_runs: list[tuple[int, int]]):
+    """The consumer unit of each row of a frame with a bucket column: `unit_runs` lists
+    ``(first bucket, unit)`` runs in bucket order (a vertex's units hold contiguous subtasks). The
+    unit itself (an int) when there is one run: every row goes there; otherwise a Column."""
+    from pyspark.sql import functions as F
+
+    if len(unit_runs) == 1:
+        return unit_runs[0][1]
+    bucket = F.col(BUCKET_COLUMN)
+    unit = F.when(bucket < unit_runs[1][0], F.lit(unit_runs[0][1]))
+    for (_, current), (following, _) in zip(unit_runs[1:], unit_runs[2:], strict=False):
+        unit = unit.when(bucket < following, F.lit(current))
+    return unit.otherwise(F.lit(unit_runs[-1][1]))
+
+
+def only_buckets(frame, consumers: Span):
+    """Rows routed to the consumer subtasks of `consumers` (by the bucket column)."""
+    from pyspark.sql import functions as F
+
+    bucket = F.col(BUCKET_COLUMN)
+    return frame.where((bucket >= consumers.first) & (bucket < consumers.end))
+
+
+def missing_keys(exec_edge: ExecutionEdge, columns: list[str]) -> list[str]:
+    """The HASH keys of `exec_edge` that the producer's output does not have."""
+    if exec_edge.edge.distribution is not Distribution.HASH:
+        return []
+    return [key for key in exec_edge.edge.keys if key not in columns]

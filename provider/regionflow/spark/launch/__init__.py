@@ -1,0 +1,1 @@
+"""How a unit attempt becomes a Spark application, is watched, and ends."""

@@ -1,0 +1,101 @@
+"""The two attempt backends (`attempt.Backend`): ``submit`` and ``session``.
+
+``submit``: every attempt is a spark-submit of the region program, a Spark application sized to the
+grant (any master: local, standalone, YARN, Kubernetes). ``session``: every attempt is a client
+session on its host's long-lived Spark Connect server (``[regionflow] backend = session``); a server
+that does not answer makes the host lost at once.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ...scheduling.hosts import Host
+from ..data.task import UnitTask
+from ..servers.connect import SessionServerError
+from ..servers.session_servers import SessionServers
+from .attempt import Backend, HostLost
+from .orphans import OrphanStopper, ProcessOrphans, SessionOrphans
+from .session_backend import SessionSubmission
+from .submission import unit_submission
+from .submit import RegionSubmission
+
+if TYPE_CHECKING:
+    from ...config import RegionflowConfig
+
+class SubmitBackend:
+    """An attempt is one spark-submit (`unit_submission`)."""
+
+    name = "submit"
+
+    def __init__(self, job_conf: Mapping[str, str], py_files: Sequence[str], *, conn_id: str | None = None,
+                 forward_output: bool = True) -> None:
+        self.job_conf = dict(job_conf)
+        self.py_files = list(py_files)
+        self.conn_id = conn_id
+        self.forward_output = forward_output
+
+    def prepare(self, task: UnitTask, task_path: str, host: Host, slots: int,
+                on_line: Callable[[str], None] | None) -> RegionSubmission:
+        """The attempt's spark-submit (its task file written to `task_path`). With `forward_output`
+        the hook logs every output line itself (in a task process: to the task log), so `on_line`
+        is not called as well."""
+        return unit_submission(task, task_path, host, slots, self.job_conf, self.py_files,
+                               on_line=None if self.forward_output else on_line,
+                               forward_output=self.forward_output, conn_id=self.conn_id)
+
+
+class SessionBackend:
+    """An attempt is a client session on the host's Spark Connect server, which must be up."""
+
+    name = "session"
+
+    def __init__(self, servers: SessionServers, job_conf: Mapping[str, str]) -> None:
+        self.servers = servers
+        self.job_conf = dict(job_conf)
+
+    def prepare(self, task: UnitTask, task_path: str, host: Host, slots: int,
+                on_line: Callable[[str], None] | None) -> SessionSubmission:
+        """The attempt's session; raises `HostLost` when the host's server does not answer. A server
+        stopped for being idle (``slot_idle_timeout``) is started again first."""
+        server = self.servers.server(host.name)
+        if server.stopped_idle:
+            if on_line is not None:
+                on_line(f"host {host.name}: its Spark Connect server was stopped for being idle; starting it again")
+            try:
+                server.start()
+            except SessionServerError as error:
+                raise HostLost(f"host {host.name} lost: its Spark Connect server, stopped for being idle, did "
+                               f"not start again: {error}") from error
+        if not server.reachable():
+            raise HostLost(
+                f"host {host.name} lost: its Spark Connect server does not answer at {server.url} ([regionflow] "
+                f"backend = session); start it with `regionflow session start --host {host.name}` (same hosts and "
+                f"base port as [regionflow] hosts and session_base_port)")
+        task.write(task_path)  # the same record of the attempt as the submit backend leaves
+        return SessionSubmission(task, server.url, slots, self.job_conf, on_line=on_line, token=server.token,
+                                 exit_cause=server.exit_cause)
+
+
+def configured_servers(config: RegionflowConfig) -> SessionServers:
+    """The Spark Connect servers ``[regionflow]`` describes: hosts, state dir and base port."""
+    return SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
+
+
+def configured_stopper(config: RegionflowConfig) -> OrphanStopper:
+    """What stops the Spark work of an attempt whose process died, for ``[regionflow] backend``."""
+    return SessionOrphans(configured_servers(config)) if config.backend == "session" else ProcessOrphans()
+
+
+def configured_backend(config: RegionflowConfig, job_conf: Mapping[str, str],
+                       py_files: Callable[[], Sequence[str]], *, forward_output: bool = True) -> Backend:
+    """The backend ``[regionflow] backend`` names, for attempts of one job (its conf and modules).
+    `py_files` gives the job's modules as files for spark-submit's ``--py-files``; it is called only by
+    the submit backend (a session attempt imports them in its own process)."""
+    if config.backend == "session":
+        return SessionBackend(configured_servers(config), job_conf)
+    return SubmitBackend(job_conf, py_files(), conn_id=config.spark_conn_id, forward_output=forward_output)
+
+
+__all__ = ["Backend", "SessionBackend", "SubmitBackend", "configured_backend", "configured_servers",
+           "configured_stopper"]

@@ -1,0 +1,1 @@
+"""Long-lived Spark servers: Spark Connect servers per host and standalone clusters."""
