@@ -121,7 +121,7 @@ class HeavyProcessGuard:
                 for arg in ([args] if isinstance(args, str | bytes | os.PathLike) else args)]
         words = argv[0].split() if len(argv) == 1 else argv  # a shell=True command line
         return bool(words) and (os.path.basename(words[0]) in cls.PROGRAMS
-                or any(flag == "-m" and module in cls.MODULES for flag, module in zip(words, words[1:])))
+                or any(flag == "-m" and module in cls.MODULES for flag, module in zip(words, words[1:], strict=False)))
 
     @classmethod
     def install(cls) -> None:

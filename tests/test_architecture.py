@@ -104,3 +104,14 @@ def test_one_unit_run_one_attempt_factory_and_a_thin_region_operator():
              for name, pattern in (("Attempt", " Attempt(task"), ("UnitTask", "UnitTask(job=self."))}
     assert built == {"Attempt": ["units/attempts.py"], "UnitTask": ["units/tasks.py"]}
     assert len((PACKAGE / "operators" / "region.py").read_text().splitlines()) <= 150
+
+
+def test_no_two_public_classes_share_a_name():
+    """A class name says which class it is, whatever the package (the store's rows end in Row, the partition
+    store's error is PartitionStoreError, a try waiting for its grant is a WaitingTry)."""
+    where: dict[str, list[str]] = {}
+    for path in _modules():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}

@@ -37,7 +37,7 @@ from ..store import GrantRecord, GrantState, RegionflowStore, admission_of, try_
 from .guard import guarded
 from .runs import RunLedger
 from .shared_pool import Decided, SharedPool
-from .tries import Copies, Held, Metrics, Recovery, Try, WorkerOperations, now_is
+from .tries import Copies, Metrics, Recovery, Try, WaitingTry, WorkerOperations, now_is
 from .unheard import UnheardEnds
 
 
@@ -54,11 +54,11 @@ class AdmissionGate:
         self.log = log or logging.getLogger(__name__)
         self.owner, self.clock = owner, clock
         self.shared = SharedPool(pool, store, self.log)  # every grant decision goes through it
-        self.held: dict[str, Held] = {}  # bulk id -> try waiting for its grant
+        self.held: dict[str, WaitingTry] = {}  # bulk id -> try waiting for its grant
         self.waiting: dict[Hashable, str] = {}  # try key -> bulk id of its waiting admission
         self.granted: dict[Hashable, str] = {}  # try key -> bulk id of its live grant
         self.runs = RunLedger(clock)  # try key -> its runs handed to the workers, end not yet read
-        self._requeue: list[Held] = []  # held tries whose place another scheduler released
+        self._requeue: list[WaitingTry] = []  # held tries whose place another scheduler released
         self._unrecorded: dict[str, str | None] = {}  # bulk id -> message of a release the store missed
         self._unheard = UnheardEnds()  # granted tries Airflow's database shows ended, no worker having said so
 
@@ -79,7 +79,7 @@ class AdmissionGate:
             self._hand_over(workload, key)
             return
         if key in self.waiting:  # queued twice while waiting: it keeps its place, with the newest token
-            self.held[self.waiting[key]] = Held(workload, attempt, self.held[self.waiting[key]].since)
+            self.held[self.waiting[key]] = WaitingTry(workload, attempt, self.held[self.waiting[key]].since)
             return
         bulk = attempt.bulk()
         record = self._admission(attempt, bulk)
@@ -107,7 +107,7 @@ class AdmissionGate:
         except UnfulfillableBulk as rejection:
             self._reject(workload, bulk, str(rejection))
             return
-        self.held[bulk.bulk_id] = Held(workload, attempt, self.clock())
+        self.held[bulk.bulk_id] = WaitingTry(workload, attempt, self.clock())
         self.waiting[key] = bulk.bulk_id
         self.start(grants)
 
@@ -388,4 +388,4 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-__all__ = ["AdmissionGate", "Held", "Try", "WorkerOperations"]
+__all__ = ["AdmissionGate", "Try", "WaitingTry", "WorkerOperations"]

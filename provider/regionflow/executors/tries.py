@@ -1,6 +1,6 @@
 """What the admission gate knows of a task instance try, and what it asks of the rest of the executor.
 
-`Try` is a workload as the gate sees it (the executor builds it from the workload and its contract), `Held`
+`Try` is a workload as the gate sees it (the executor builds it from the workload and its contract), `WaitingTry`
 a try waiting for its grant. The protocols are the gate's ways out: `WorkerOperations` (the executor's
 workers and task logs; tests record them), `Metrics`, `Copies` (the speculative copies sharing the pool)
 and `Recovery` (grants restored after a scheduler restart). No Airflow here, as in the gate.
@@ -42,7 +42,7 @@ class Try:
 
 
 @dataclass
-class Held:
+class WaitingTry:
     """A try waiting for its grant, with the newest workload the scheduler gave for it."""
 
     workload: Any
@@ -93,4 +93,4 @@ def now_is(state: Any, try_number: int | None) -> str:
     return "deleted" if try_number is None else f"{state or 'cleared'} (try {try_number})"
 
 
-__all__ = ["Copies", "Held", "Metrics", "Recovery", "Try", "WorkerOperations", "now_is"]
+__all__ = ["Copies", "Metrics", "Recovery", "Try", "WaitingTry", "WorkerOperations", "now_is"]

@@ -35,7 +35,7 @@ from .grant_rows import (
     release_row,
     waiting_grants_query,
 )
-from .models import Grant, SchedulerRow
+from .models import GrantRow, SchedulerRow
 from .records import GrantRecord, GrantState, PoolSnapshot, SchedulerRecord, Slot, TakeOver
 from .retry import retried
 
@@ -123,7 +123,7 @@ class PoolCoordination(LedgerBase):
             row = session.get(SchedulerRow, scheduler_id, with_for_update=True)
             if row is not None:
                 row.ended_at = self._clock()
-            waiting = session.scalars(waiting_grants_query().where(Grant.owner == scheduler_id).with_for_update())
+            waiting = session.scalars(waiting_grants_query().where(GrantRow.owner == scheduler_id).with_for_update())
             released = list(waiting)
             for grant in released:
                 release_row(grant, why, self._clock())
@@ -141,7 +141,7 @@ class PoolCoordination(LedgerBase):
         """The owners of waiting and live rows (None: rows written before owners existed)."""
         states = (GrantState.WAITING.value, GrantState.GRANTED.value)
         with self._read() as session:
-            return set(session.scalars(select(Grant.owner).where(Grant.state.in_(states)).distinct()))
+            return set(session.scalars(select(GrantRow.owner).where(GrantRow.state.in_(states)).distinct()))
 
     @retried
     def take_over(self, stopped: str | None, heir: str, why: str) -> TakeOver:
@@ -155,11 +155,11 @@ class PoolCoordination(LedgerBase):
                 row = session.get(SchedulerRow, stopped, with_for_update=True)
                 if row is not None and row.ended_at is None:
                     row.ended_at = self._clock()
-            owned = select(Grant).where(Grant.owner.is_(None) if stopped is None else Grant.owner == stopped)
+            owned = select(GrantRow).where(GrantRow.owner.is_(None) if stopped is None else GrantRow.owner == stopped)
             released: list[GrantRecord] = []
             adopted: list[GrantRecord] = []
-            for grant in session.scalars(owned.where(Grant.state.in_(
-                    (GrantState.WAITING.value, GrantState.GRANTED.value))).order_by(Grant.id).with_for_update()):
+            for grant in session.scalars(owned.where(GrantRow.state.in_(
+                    (GrantState.WAITING.value, GrantState.GRANTED.value))).order_by(GrantRow.id).with_for_update()):
                 if grant.state == GrantState.WAITING:
                     release_row(grant, why, self._clock())
                     released.append(grant_record(grant, version))
@@ -190,8 +190,8 @@ def is_stopped(record: SchedulerRecord, *, now: float, timeout_s: float, hostnam
     return alive is not None and record.hostname == hostname and not alive(record.pid)
 
 
-def _row(session: Session, bulk_id: str) -> Grant:
-    row = session.scalar(select(Grant).where(Grant.bulk_id == bulk_id).with_for_update())
+def _row(session: Session, bulk_id: str) -> GrantRow:
+    row = session.scalar(select(GrantRow).where(GrantRow.bulk_id == bulk_id).with_for_update())
     if row is None:
         raise UnknownRecordError(f"no grant '{bulk_id}' in regionflow's store; it must be admitted first")
     return row

@@ -13,10 +13,10 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from .errors import SlotConflictError, StateTransitionError, StoreError
-from .models import Grant, PoolState
+from .models import GrantRow, PoolState
 from .records import GRANT_TRANSITIONS, GrantRecord, GrantState, Slot
 
-Holders = dict[Slot, Grant]  # slot -> the live grant row that holds it
+Holders = dict[Slot, GrantRow]  # slot -> the live grant row that holds it
 
 
 def bump_pool_version(session: Session) -> int:
@@ -36,14 +36,14 @@ def pool_version(session: Session, lock: bool = False) -> int:
     return 0 if state is None else int(state.version)
 
 
-def live_grants_query() -> Select[tuple[Grant]]:
+def live_grants_query() -> Select[tuple[GrantRow]]:
     """Granted bulks, oldest grant first."""
-    return select(Grant).where(Grant.state == GrantState.GRANTED.value).order_by(Grant.granted_at, Grant.id)
+    return select(GrantRow).where(GrantRow.state == GrantState.GRANTED.value).order_by(GrantRow.granted_at, GrantRow.id)
 
 
-def waiting_grants_query() -> Select[tuple[Grant]]:
+def waiting_grants_query() -> Select[tuple[GrantRow]]:
     """Waiting bulks in FIFO order (the order they were first recorded)."""
-    return select(Grant).where(Grant.state == GrantState.WAITING.value).order_by(Grant.id)
+    return select(GrantRow).where(GrantRow.state == GrantState.WAITING.value).order_by(GrantRow.id)
 
 
 def live_holders(session: Session) -> Holders:
@@ -61,7 +61,7 @@ def normalized_slots(bulk_id: str, slots: Iterable[Sequence[Any]]) -> list[Slot]
     return pairs
 
 
-def check_grant_transition(row: Grant, target: GrantState) -> None:
+def check_grant_transition(row: GrantRow, target: GrantState) -> None:
     """Raise `StateTransitionError` unless `row` may go to `target`."""
     current = GrantState(row.state)
     allowed = GRANT_TRANSITIONS[current]
@@ -73,7 +73,7 @@ def check_grant_transition(row: Grant, target: GrantState) -> None:
         )
 
 
-def grant_row(row: Grant, pairs: list[Slot], holders: Holders, now: float) -> None:
+def grant_row(row: GrantRow, pairs: list[Slot], holders: Holders, now: float) -> None:
     """Make a waiting row granted on `pairs`; no slot may be held by another live grant (`holders`,
     updated here so a batch of grants is checked against itself too)."""
     check_grant_transition(row, GrantState.GRANTED)
@@ -92,7 +92,7 @@ def grant_row(row: Grant, pairs: list[Slot], holders: Holders, now: float) -> No
     holders.update(dict.fromkeys(pairs, row))
 
 
-def release_row(row: Grant, message: str | None, now: float) -> None:
+def release_row(row: GrantRow, message: str | None, now: float) -> None:
     """A row's slots go back (or a waiting row is withdrawn). A lost grant stays lost, stamped."""
     check_grant_transition(row, GrantState.RELEASED)
     if row.state != GrantState.LOST:
@@ -108,7 +108,7 @@ def joined(previous: str | None, note: str) -> str:
     return text if len(text) <= 2000 else "..." + text[-1997:]
 
 
-def grant_record(row: Grant, version: int | None = None) -> GrantRecord:
+def grant_record(row: GrantRow, version: int | None = None) -> GrantRecord:
     """The frozen record of a row; `version` is the pool version the returning write made."""
     return GrantRecord(
         bulk_id=row.bulk_id, dag_id=row.dag_id, run_id=row.run_id, task_id=row.task_id,

@@ -38,7 +38,7 @@ from .grant_rows import (
     release_row,
 )
 from .migrate import check_schema, open_schema, read_schema
-from .models import SCHEMA_VERSION, Attempt, Commit, Grant
+from .models import SCHEMA_VERSION, AttemptRow, Commit, GrantRow
 from .records import (
     ATTEMPT_END_STATES,
     AttemptRecord,
@@ -136,7 +136,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
                        job_id: str | None = None, owner: str | None = None) -> GrantRecord:
         """A bulk entered the pool's queue. Re-recording a waiting bulk is a no-op (re-queue).
         `owner`: the scheduler that holds the bulk's work (`register_scheduler`)."""
-        row = Grant(
+        row = GrantRow(
             bulk_id=bulk_id, dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=int(map_index),
             try_number=int(try_number), job_id=job_id or job_id_for(dag_id, run_id), label=label,
             requests=[plain_request(request) for request in requests], state=GrantState.WAITING.value,
@@ -196,12 +196,12 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
         def insert() -> GrantRecord:
             with self._write() as session:
                 version = bump_pool_version(session)
-                newest = _admissions_query(ti_id, try_number).order_by(Grant.id.desc()).limit(1)
+                newest = _admissions_query(ti_id, try_number).order_by(GrantRow.id.desc()).limit(1)
                 existing = session.scalar(newest.with_for_update())
                 if existing is not None and existing.state in (GrantState.WAITING, GrantState.GRANTED):
                     return grant_record(existing, version)
                 admission = 1 if existing is None else admission_of(existing.bulk_id) + 1
-                row = Grant(
+                row = GrantRow(
                     bulk_id=bulk_id_for(ti_id, try_number, admission), dag_id=dag_id, run_id=run_id,
                     task_id=task_id, map_index=int(map_index), try_number=int(try_number),
                     job_id=job_id or job_id_for(dag_id, run_id), label=label,
@@ -231,14 +231,14 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
     def admissions(self, ti_id: Any, try_number: int) -> list[GrantRecord]:
         """Every admission of one task instance try, first first (the try's history in the pool)."""
         with self._read() as session:
-            rows = session.scalars(_admissions_query(ti_id, try_number).order_by(Grant.id))
+            rows = session.scalars(_admissions_query(ti_id, try_number).order_by(GrantRow.id))
             return [grant_record(row) for row in rows]
 
     @retried
     def current_grant(self, ti_id: Any, try_number: int) -> GrantRecord | None:
         """The newest admission of a task instance try (what its running task process was granted)."""
         with self._read() as session:
-            row = session.scalar(_admissions_query(ti_id, try_number).order_by(Grant.id.desc()).limit(1))
+            row = session.scalar(_admissions_query(ti_id, try_number).order_by(GrantRow.id.desc()).limit(1))
             return None if row is None else grant_record(row)
 
     @retried
@@ -267,7 +267,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
     @retried
     def grant_for(self, bulk_id: str) -> GrantRecord | None:
         with self._read() as session:
-            row = session.scalar(select(Grant).where(Grant.bulk_id == bulk_id))
+            row = session.scalar(select(GrantRow).where(GrantRow.bulk_id == bulk_id))
             return None if row is None else grant_record(row)
 
     @retried
@@ -279,13 +279,13 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
     @retried
     def waiting_grants(self) -> list[GrantRecord]:
         """Waiting bulks in FIFO order (order of first record_waiting)."""
-        query = select(Grant).where(Grant.state == GrantState.WAITING.value).order_by(Grant.id)
+        query = select(GrantRow).where(GrantRow.state == GrantState.WAITING.value).order_by(GrantRow.id)
         with self._read() as session:
             return [grant_record(row) for row in session.scalars(query)]
 
     @retried
     def grants(self, dag_id: str | None = None, run_id: str | None = None) -> list[GrantRecord]:
-        query = filtered(select(Grant), Grant, dag_id=dag_id, run_id=run_id).order_by(Grant.id)
+        query = filtered(select(GrantRow), GrantRow, dag_id=dag_id, run_id=run_id).order_by(GrantRow.id)
         with self._read() as session:
             return [grant_record(row) for row in session.scalars(query)]
 
@@ -296,7 +296,7 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
                       host: str, map_index: int = -1, bulk_id: str | None = None, speculative: bool = False,
                       input_bytes: int | None = None) -> AttemptRecord:
         """A Spark submission of `unit_key` started on `host`; attempt ids are never reused."""
-        row = Attempt(
+        row = AttemptRow(
             attempt_id=attempt_id, bulk_id=bulk_id, dag_id=dag_id, run_id=run_id, task_id=task_id,
             map_index=int(map_index), unit_key=unit_key, host=host, speculative=bool(speculative),
             state=AttemptState.RUNNING.value, started_at=self._clock(), ended_at=None,
@@ -343,18 +343,18 @@ class RegionflowStore(PoolCoordination, SignalLedger, CopyLedger):
 
     @retried
     def attempts(self, dag_id: str, run_id: str, task_id: str | None = None) -> list[AttemptRecord]:
-        query = filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id, task_id=task_id)
+        query = filtered(select(AttemptRow), AttemptRow, dag_id=dag_id, run_id=run_id, task_id=task_id)
         with self._read() as session:
-            return [_attempt_record(row) for row in session.scalars(query.order_by(Attempt.id))]
+            return [_attempt_record(row) for row in session.scalars(query.order_by(AttemptRow.id))]
 
     @retried
     def live_attempts(self, unit_key: str, *, dag_id: str | None = None,
                       run_id: str | None = None) -> list[AttemptRecord]:
         """Running attempts of a unit. Unit keys repeat across DAG runs: pass dag_id and run_id."""
-        query = filtered(select(Attempt), Attempt, dag_id=dag_id, run_id=run_id).where(
-            Attempt.unit_key == unit_key, Attempt.state == AttemptState.RUNNING.value)
+        query = filtered(select(AttemptRow), AttemptRow, dag_id=dag_id, run_id=run_id).where(
+            AttemptRow.unit_key == unit_key, AttemptRow.state == AttemptState.RUNNING.value)
         with self._read() as session:
-            return [_attempt_record(row) for row in session.scalars(query.order_by(Attempt.id))]
+            return [_attempt_record(row) for row in session.scalars(query.order_by(AttemptRow.id))]
 
     # ----------------------------------------------------------------------------- commits
 
@@ -421,7 +421,7 @@ def _advice(error: OperationalError) -> str:
     return "check that the database is reachable and writable"
 
 
-def _check_requeue(row: Grant) -> None:
+def _check_requeue(row: GrantRow) -> None:
     if row.state != GrantState.WAITING:
         raise StateTransitionError(
             f"grant '{row.bulk_id}' (region '{row.label}') cannot go from {row.state} to waiting; "
@@ -443,16 +443,17 @@ def _attempt_end_state(attempt_id: str, state: str) -> AttemptState:
 # --------------------------------------------------------------------------------- queries
 
 
-def _admissions_query(ti_id: Any, try_number: int) -> Select[tuple[Grant]]:
+def _admissions_query(ti_id: Any, try_number: int) -> Select[tuple[GrantRow]]:
     first = bulk_id_for(ti_id, try_number)
-    return select(Grant).where((Grant.bulk_id == first) | Grant.bulk_id.startswith(f"{first}/", autoescape=True))
+    return select(GrantRow).where((GrantRow.bulk_id == first)
+                                  | GrantRow.bulk_id.startswith(f"{first}/", autoescape=True))
 
 
-def _locked_grant(session: Session, bulk_id: str) -> Grant | None:
-    return session.scalar(select(Grant).where(Grant.bulk_id == bulk_id).with_for_update())
+def _locked_grant(session: Session, bulk_id: str) -> GrantRow | None:
+    return session.scalar(select(GrantRow).where(GrantRow.bulk_id == bulk_id).with_for_update())
 
 
-def _existing_grant(session: Session, bulk_id: str) -> Grant:
+def _existing_grant(session: Session, bulk_id: str) -> GrantRow:
     row = _locked_grant(session, bulk_id)
     if row is None:
         raise UnknownRecordError(
@@ -461,15 +462,15 @@ def _existing_grant(session: Session, bulk_id: str) -> Grant:
     return row
 
 
-def _attempt_row(session: Session, attempt_id: str, lock: bool = False) -> Attempt | None:
-    query = select(Attempt).where(Attempt.attempt_id == attempt_id)
+def _attempt_row(session: Session, attempt_id: str, lock: bool = False) -> AttemptRow | None:
+    query = select(AttemptRow).where(AttemptRow.attempt_id == attempt_id)
     return session.scalar(query.with_for_update() if lock else query)
 
 
 # --------------------------------------------------------------------------------- records
 
 
-def _attempt_record(row: Attempt) -> AttemptRecord:
+def _attempt_record(row: AttemptRow) -> AttemptRecord:
     return AttemptRecord(
         attempt_id=row.attempt_id, bulk_id=row.bulk_id, dag_id=row.dag_id, run_id=row.run_id,
         task_id=row.task_id, map_index=row.map_index, unit_key=row.unit_key, host=row.host,

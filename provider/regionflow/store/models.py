@@ -44,7 +44,7 @@ class SchemaVersion(Base):
     created_at: Mapped[float] = mapped_column(Double)
 
 
-class Grant(Base):
+class GrantRow(Base):
     """One slot bulk = one Airflow task instance try, from waiting to its final state."""
 
     __tablename__ = "grants"
@@ -100,7 +100,7 @@ class SchedulerRow(Base):
     ended_at: Mapped[float | None] = mapped_column(Double)
 
 
-class Attempt(Base):
+class AttemptRow(Base):
     """One Spark submission of a region unit (speculative copies are attempts too)."""
 
     __tablename__ = "attempts"
@@ -138,7 +138,7 @@ class Commit(Base):
     committed_at: Mapped[float] = mapped_column(Double)
 
 
-class BlockEntry(Base):
+class BlockRow(Base):
     """Do not place new slots of `job_id` on `host` before `expires_at`."""
 
     __tablename__ = "block_entries"
@@ -204,5 +204,5 @@ class CopyRequest(Base):
     ended_at: Mapped[float | None] = mapped_column(Double)
 
 
-__all__ = ["MIGRATABLE_FROM", "SCHEMA_VERSION", "VERSION_TABLE", "Attempt", "Base", "BlockEntry", "Commit",
-           "CopyRequest", "Grant", "Metric", "PoolState", "SchedulerRow", "SchemaVersion", "revision_of"]
+__all__ = ["MIGRATABLE_FROM", "SCHEMA_VERSION", "VERSION_TABLE", "AttemptRow", "Base", "BlockRow", "Commit",
+           "CopyRequest", "GrantRow", "Metric", "PoolState", "SchedulerRow", "SchemaVersion", "revision_of"]

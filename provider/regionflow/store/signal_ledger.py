@@ -10,7 +10,7 @@ from sqlalchemy.orm import aliased
 
 from ..scheduling.blocklist import EVERY_JOB
 from .base import LedgerBase, filtered, once_more_on
-from .models import BlockEntry, Metric
+from .models import BlockRow, Metric
 from .records import BlockRecord, MetricRecord
 from .retry import retried
 
@@ -29,9 +29,9 @@ class SignalLedger(LedgerBase):
 
         def upsert() -> BlockRecord:
             with self._write() as session:
-                row = session.get(BlockEntry, (job_id, host), with_for_update=True)
+                row = session.get(BlockRow, (job_id, host), with_for_update=True)
                 if row is None:
-                    row = BlockEntry(job_id=job_id, host=host, expires_at=float(expires_at), reason=reason,
+                    row = BlockRow(job_id=job_id, host=host, expires_at=float(expires_at), reason=reason,
                                      added_at=self._clock())
                     session.add(row)
                 elif row.expires_at < expires_at:
@@ -45,11 +45,11 @@ class SignalLedger(LedgerBase):
     def unblock(self, job_id: str, host: str, *, expires_at: float | None = None) -> bool:
         """Lift an entry before it expires; True when there was one. With `expires_at`, only while the
         entry still has that expiry: one extended meanwhile (a new loss of the host, say) stays."""
-        condition = [BlockEntry.job_id == job_id, BlockEntry.host == host]
+        condition = [BlockRow.job_id == job_id, BlockRow.host == host]
         if expires_at is not None:
-            condition.append(BlockEntry.expires_at == float(expires_at))
+            condition.append(BlockRow.expires_at == float(expires_at))
         with self._write() as session:
-            result = cast("CursorResult[Any]", session.execute(delete(BlockEntry).where(*condition)))
+            result = cast("CursorResult[Any]", session.execute(delete(BlockRow).where(*condition)))
             return result.rowcount > 0
 
     @retried
@@ -57,10 +57,10 @@ class SignalLedger(LedgerBase):
         """Entries not yet expired at `now` (default: the store's clock), soonest expiry first. With
         `job_id`: the entries that block hosts for that job, its own and those for `EVERY_JOB`."""
         moment = self._clock() if now is None else now
-        query = select(BlockEntry).where(BlockEntry.expires_at > moment)
+        query = select(BlockRow).where(BlockRow.expires_at > moment)
         if job_id is not None:
-            query = query.where(BlockEntry.job_id.in_((job_id, EVERY_JOB)))
-        query = query.order_by(BlockEntry.expires_at, BlockEntry.job_id, BlockEntry.host)
+            query = query.where(BlockRow.job_id.in_((job_id, EVERY_JOB)))
+        query = query.order_by(BlockRow.expires_at, BlockRow.job_id, BlockRow.host)
         with self._read() as session:
             return [_block_record(row) for row in session.scalars(query)]
 
@@ -70,7 +70,7 @@ class SignalLedger(LedgerBase):
         moment = self._clock() if now is None else now
         with self._write() as session:
             result = cast("CursorResult[Any]", session.execute(
-                delete(BlockEntry).where(BlockEntry.expires_at <= moment)))
+                delete(BlockRow).where(BlockRow.expires_at <= moment)))
             return result.rowcount
 
     # ----------------------------------------------------------------------------- metrics
@@ -122,7 +122,7 @@ class SignalLedger(LedgerBase):
                       labels=None if labels is None else dict(labels))
 
 
-def _block_record(row: BlockEntry) -> BlockRecord:
+def _block_record(row: BlockRow) -> BlockRecord:
     return BlockRecord(job_id=row.job_id, host=row.host, expires_at=row.expires_at, reason=row.reason,
                        added_at=row.added_at)
 
