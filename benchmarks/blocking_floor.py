@@ -32,11 +32,12 @@ from typing import Any
 
 from regionflow.core.graph import JobGraph, load_job
 from regionflow.core.plan import Plan
-from regionflow.examples import tpch, tpch_data
+from regionflow.examples import tpch
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.data.filesystems import local_path
 from regionflow.spark.servers.session_servers import SessionServers
 from regionflow.units.runner import LocalRunner, RunOptions, run_reference
+from rfbench import tpch_data
 
 
 def main() -> None:

@@ -2,12 +2,12 @@
 
 Usage: .venv/bin/python benchmarks/pool_compiled.py [--repeats 5] [--bulks 100000]
 
-Issue 17 asks for >= 100k pool decisions/s (`regionflow bench pool`). The pool is pure Python, as the
+Issue 17 asks for >= 100k pool decisions/s (`python benchmarks/micro.py pool`). The pool is pure Python, as the
 guide wants `scheduling/` to be. This benchmark measures what compiling it would give, without
 changing what is installed: it copies the `regionflow` sources to a scratch directory, compiles the
 pool's internal modules there with mypyc (mypy's compiler, in the [test] extra; it needs gcc and the
-Python headers), and runs the same workload (`scheduling.pool_bench`, the default
-`regionflow bench pool` cluster and bulks) in fresh interpreters, alternating the pure and the
+Python headers), and runs the same workload (`rfbench.pool`, the default
+`python benchmarks/micro.py pool` cluster and bulks) in fresh interpreters, alternating the pure and the
 compiled copy, `--repeats` times each. The public facade (`pool.py`) and the modules that validate
 user input (`blocklist.py`, `pool_bulks.py`) stay interpreted: mypyc checks argument types at
 run time and would turn the pool's errors that name the fix into bare TypeErrors.
@@ -27,14 +27,15 @@ import tempfile
 import time
 
 import regionflow
-from regionflow.bench.machine import MachineSpeed
+from rfbench.machine import MachineSpeed
 
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 COMPILED = ["capacity", "pool_pass", "pool_grants", "pool_queue", "pool_placement", "requirements"]
 
 RUN = """
 import json, sys
 from regionflow.scheduling import pool_pass
-from regionflow.scheduling.pool_bench import bench_pool
+from rfbench.pool import bench_pool
 compiled = not pool_pass.__file__.endswith(".py")
 result = bench_pool(bulks=int(sys.argv[1]), baseline_bulks=0)
 print(json.dumps({"compiled": compiled, "decisions_per_s": result["decisions_per_s"]}))
@@ -80,8 +81,9 @@ def main() -> int:
 
 def _run(pythonpath: str | None, bulks: int) -> dict:
     env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    # rfbench (benchmarks/, this script's folder) for the workload; the compiled copy of regionflow before it
+    paths = [pythonpath] if pythonpath else []
+    env["PYTHONPATH"] = os.pathsep.join([*paths, BENCHMARKS, *filter(None, [env.get("PYTHONPATH")])])
     done = subprocess.run([sys.executable, "-c", RUN, str(bulks)], env=env, capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -2,14 +2,15 @@
 import subprocess
 import sys
 
+MICRO = [sys.executable, "benchmarks/micro.py"]  # topology | pool | schedule
 COMMANDS = [
-    ["regionflow", "bench", "topology", "--parallelism", "10000", "--pattern", "all-to-all", "--exchange", "blocking"],
-    ["regionflow", "bench", "topology", "--parallelism", "10000", "--pattern", "all-to-all", "--exchange", "pipelined"],
-    ["regionflow", "bench", "topology", "--parallelism", "100000", "--pattern", "all-to-all", "--exchange", "blocking",
+    [*MICRO, "topology", "--parallelism", "10000", "--pattern", "all-to-all", "--exchange", "blocking"],
+    [*MICRO, "topology", "--parallelism", "10000", "--pattern", "all-to-all", "--exchange", "pipelined"],
+    [*MICRO, "topology", "--parallelism", "100000", "--pattern", "all-to-all", "--exchange", "blocking",
      "--repeats", "3"],
-    ["regionflow", "bench", "pool"],
+    [*MICRO, "pool"],
     [sys.executable, "benchmarks/pool_compiled.py", "--repeats", "3"],  # needs gcc and the Python headers
-    ["regionflow", "bench", "schedule", "--parallelism", "10000"],
+    [*MICRO, "schedule", "--parallelism", "10000"],
     [sys.executable, "-c", "from regionflow.spark.data.descriptors import bench_descriptors as b; import json; "
                            "print(json.dumps(b(), indent=2))"],
     [sys.executable, "benchmarks/sizing.py"],

@@ -48,12 +48,12 @@ def main() -> None:
 
 
 def measure(mode: str, parallelism: int, slots: int, repeats: int, driver_memory: str = "4g") -> dict:
-    from regionflow.bench.spark_counts import blocking_files, event_log_conf, jobs_started
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
     from regionflow.scheduling.hosts import Cluster
     from regionflow.spark.servers.session_servers import SessionServers
     from regionflow.units.runner import LocalRunner, RunOptions, run_reference
+    from rfbench.spark_counts import blocking_files, event_log_conf, jobs_started
 
     os.environ["REGIONFLOW_ORDERS_PARALLELISM"] = str(parallelism)
     plan = Plan(load_job(JOB), mode)

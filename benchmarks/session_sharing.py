@@ -5,7 +5,7 @@ Starts a 2-core server (``local[2]``, one host of two slots, each attempt grante
 same invocation: as regionflow starts it (FAIR scheduling inside Spark's default pool, from the
 allocation file regionflow writes; a 0.1 s Python task kill timeout) and with Spark's defaults (FIFO,
 2 s) as the baseline. On each it runs, per
-repeat (see `regionflow.bench.core_sharing`):
+repeat (see `rfbench.core_sharing`):
 
 - attempt a fills both cores with 8 one-second tasks; attempt b (4 tasks) comes 0.5 s later. Printed:
   b's wait for its first core and the most tasks each attempt ran at once while both had work (its
@@ -25,10 +25,10 @@ import statistics
 import tempfile
 import time
 
-from regionflow.bench.core_sharing import free_cores_after_cancel, share_cores
 from regionflow.scheduling.hosts import Host
 from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
 from regionflow.spark.servers.connect import ConnectServer
+from rfbench.core_sharing import free_cores_after_cancel, share_cores
 
 SPARK_DEFAULTS = {"spark.scheduler.mode": "FIFO", "spark.python.task.killTimeout": "2s"}
 

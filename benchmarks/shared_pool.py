@@ -12,7 +12,7 @@ oldest first. Every admission, grant and release is a store write, as under Airf
   grants per second of both together, and how many times their pools were rebuilt.
 
 PostgreSQL is a throwaway server started here (Debian's postgresql, as in the tests). The
-in-memory pool's own benchmark at scale is ``regionflow bench pool``.
+in-memory pool's own benchmark at scale is ``python benchmarks/micro.py pool``.
 
     python benchmarks/shared_pool.py [--tries 1000] [--repeats 3]
 """

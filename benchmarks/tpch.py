@@ -29,11 +29,12 @@ import time
 
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
-from regionflow.examples import tpch, tpch_data
+from regionflow.examples import tpch
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.data.filesystems import local_path
 from regionflow.spark.driver.program import resolve_sink_path
 from regionflow.units.runner import LocalRunner, RunOptions, run_reference
+from rfbench import tpch_data
 
 
 def main() -> None:

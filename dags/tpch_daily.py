@@ -4,7 +4,7 @@
     order_lines -HASH(l_orderkey)-> revenue(4) -REBALANCE-> result(1, sink tpch_daily/q3)
 
 The vertex functions are those of `regionflow.examples.tpch`; they read the Parquet tables under
-``REGIONFLOW_TPCH_DIR`` when they run (generate them with ``python -m regionflow.examples.tpch_data
+``REGIONFLOW_TPCH_DIR`` when they run (generate them with ``python benchmarks/rfbench/tpch_data.py
 --sf 0.1 --out DIR`` and set the variable to the directory it prints, in the environment of the
 processes that run the regions). The DAG file itself does not need the variable.
 """

@@ -181,7 +181,7 @@ def machine_speed(units=10, touch_mib=64):
     import mmap
     import statistics
 
-    from regionflow.bench.machine import cpu_unit_times
+    from rfbench.machine import cpu_unit_times
 
     times = cpu_unit_times(units)
     memory = mmap.mmap(-1, touch_mib << 20)

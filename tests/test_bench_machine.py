@@ -1,9 +1,9 @@
-"""The machine-speed probe the core benches print next to their figures (`regionflow.bench.machine`)."""
+"""The machine-speed probe the core benches print next to their figures (`rfbench.machine`)."""
 from __future__ import annotations
 
 import pytest
 
-from regionflow.bench.machine import QUIET_CPU_UNIT_MS, MachineSpeed, cpu_unit_times, with_machine_speed
+from rfbench.machine import QUIET_CPU_UNIT_MS, MachineSpeed, cpu_unit_times, with_machine_speed
 
 
 def test_a_box_twice_as_slow_doubles_a_rate_and_halves_a_duration_in_the_estimate():

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import micro  # benchmarks/micro.py (pytest's pythonpath)
 from regionflow.cli import build_parser
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
@@ -19,12 +20,13 @@ from regionflow.spark.servers.session_servers import free_port
 from regionflow.units.runner import LocalRunner, RunOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MICRO = os.path.join(ROOT, "benchmarks", "micro.py")  # the core benchmarks, outside the `regionflow` command
 ORDERS = "regionflow.examples.orders:job"
 FLIP119 = os.path.join(ROOT, "examples", "jobs", "flip119.json")
 
 
 def commands_with_json(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    """The command paths (e.g. ('bench', 'pool')) whose parser has ``--format`` with a json choice."""
+    """The command paths (e.g. ('session', 'start')) whose parser has ``--format`` with a json choice."""
     found = set()
     for action in parser._actions:  # argparse has no public walk of its subcommands
         if isinstance(action, argparse._SubParsersAction):
@@ -36,9 +38,10 @@ def commands_with_json(parser: argparse.ArgumentParser, prefix: tuple[str, ...] 
 
 
 def regionflow(*argv: str, check: int | None = 0, timeout: float = 300) -> tuple[object, str]:
-    """Run the `regionflow` command in a process of its own; its stdout parsed whole as JSON, and its stderr."""
-    done = subprocess.run([sys.executable, "-m", "regionflow.cli", *argv], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    """Run the `regionflow` command in a process of its own; its stdout parsed whole as JSON, and its stderr.
+    An `argv` starting with `MICRO` runs that benchmark script instead."""
+    command = [sys.executable, *argv] if argv[0] == MICRO else [sys.executable, "-m", "regionflow.cli", *argv]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     if check is not None:
         assert done.returncode == check, done.stderr[-3000:]
     try:
@@ -54,10 +57,10 @@ def cheap_cases(tmp_path) -> dict[tuple[str, ...], list[str]]:
     return {
         ("plan",): ["plan", FLIP119],
         ("simulate",): ["simulate", FLIP119, "--slots", "2"],
-        ("bench", "topology"): ["bench", "topology", "--parallelism", "100", "--repeats", "1",
+        ("micro", "topology"): [MICRO, "topology", "--parallelism", "100", "--repeats", "1",
                                 "--naive-parallelism", "10"],
-        ("bench", "schedule"): ["bench", "schedule", "--parallelism", "20", "--slots", "4"],
-        ("bench", "pool"): ["bench", "pool", "--bulks", "50", "--slots", "8", "--hosts", "2", "--baseline-bulks", "0"],
+        ("micro", "schedule"): [MICRO, "schedule", "--parallelism", "20", "--slots", "4"],
+        ("micro", "pool"): [MICRO, "pool", "--bulks", "50", "--slots", "8", "--hosts", "2", "--baseline-bulks", "0"],
         ("status",): ["status", "--store-url", store, "--slots", "2"],
         ("gc",): ["gc", "--data-dir", str(tmp_path / "data"), "--dry-run"],
         ("session", "stop"): ["session", "stop", "--slots", "1", "--state-dir", state],
@@ -65,8 +68,11 @@ def cheap_cases(tmp_path) -> dict[tuple[str, ...], list[str]]:
 
 
 def test_the_test_below_covers_every_command_with_a_json_format(tmp_path):
-    covered = set(cheap_cases(tmp_path)) | {("session", "start"), ("session", "status"), ("run",)}
+    covered = {case for case in cheap_cases(tmp_path) if case[0] != "micro"}
+    covered |= {("session", "start"), ("session", "status"), ("run",)}
     assert commands_with_json(build_parser()) == covered
+    micro_cases = {case[1:] for case in cheap_cases(tmp_path) if case[0] == "micro"}
+    assert commands_with_json(micro.build_parser()) == micro_cases
 
 
 def test_cheap_commands_print_one_json_document(tmp_path):

@@ -1,4 +1,4 @@
-from regionflow.scheduling.pool_bench import bench_pool
+from rfbench.pool import bench_pool
 
 
 def test_bench_pool_runs_every_bulk_through_and_reports_its_figures():

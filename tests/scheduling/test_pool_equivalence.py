@@ -28,7 +28,7 @@ from regionflow.core.resources import UNKNOWN, ResourceProfile
 from regionflow.scheduling import pool as current_pool
 from regionflow.scheduling.errors import SchedulingError, UnfulfillableBulk
 from regionflow.scheduling.hosts import Host
-from regionflow.scheduling.pool_bench import make_workload
+from rfbench.pool import make_workload
 
 PROFILES = [
     ResourceProfile.of(cpu=1, heap_mib=512),
@@ -160,7 +160,7 @@ def random_run(module: Any, seed: int, steps: int) -> list[Any]:
 
 
 def bench_run(module: Any, bulks: int, seed: int) -> list[Any]:
-    """The bench's discrete-event loop (pool_bench.run_workload) with every call's grants recorded."""
+    """The bench's discrete-event loop (rfbench.pool.run_workload) with every call's grants recorded."""
     workload = make_workload(bulks, 200, 20, seed, 1.2, 10)
     now = [0.0]
     pool = module.SlotPool(workload.hosts, clock=lambda: now[0])

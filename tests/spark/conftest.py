@@ -101,10 +101,10 @@ def event_servers(tmp_path_factory: pytest.TempPathFactory):
     """One Spark Connect server (4 slots) for the whole test session, with its event log on: the
     vertex-level and TPC-H tests share it through ``RunOptions(servers=...)`` and count Spark jobs
     from the log. Yields ``(servers, events_dir)``."""
-    from regionflow.bench.spark_counts import event_log_conf
     from regionflow.scheduling.hosts import Cluster
     from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
     from regionflow.spark.servers.session_servers import SessionServers
+    from rfbench.spark_counts import event_log_conf
 
     work = tmp_path_factory.mktemp("event-servers")
     events = work / "events"

@@ -13,7 +13,6 @@ import time
 import pytest
 from stopping import pause_group, resume_group
 
-from regionflow.bench.core_sharing import free_cores_after_cancel, share_cores
 from regionflow.cli import main as cli
 from regionflow.scheduling.hosts import Cluster, Host
 from regionflow.spark.data.task import UnitTask
@@ -24,6 +23,7 @@ from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
 from regionflow.spark.servers.connect import ConnectServer, SessionServerError
 from regionflow.spark.servers.idle import IdleServerReaper
 from regionflow.spark.servers.session_servers import SessionServers
+from rfbench.core_sharing import free_cores_after_cancel, share_cores
 
 pytestmark = pytest.mark.timeout(600)
 

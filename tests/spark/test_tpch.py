@@ -4,7 +4,7 @@ plain PySpark reference (one spark-submit per query), and `regionflow run` in th
 all-pipelined modes (session backend: conftest's 4-slot Spark Connect server, shared).
 
 Rows are read back from the sink's Parquet files with pyarrow (no Spark application in pytest),
-ordered by the query's ORDER BY and formatted like the answers (`tpch_data.format_row`).
+ordered by the query's ORDER BY and formatted like the answers (`rfbench.tpch_data.format_row`).
 """
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from regionflow.core.graph import Distribution, load_job  # noqa: E402
 from regionflow.core.plan import Plan  # noqa: E402
-from regionflow.examples import tpch, tpch_data  # noqa: E402
+from regionflow.examples import tpch  # noqa: E402
 from regionflow.spark.data.filesystems import local_path  # noqa: E402
 from regionflow.spark.driver.program import resolve_sink_path  # noqa: E402
 from regionflow.units.runner import LocalRunner, RunOptions, run_reference  # noqa: E402
+from rfbench import tpch_data  # noqa: E402
 
 SF = 0.01
 SLOTS = 4  # conftest's shared server; all-pipelined runs a query as one region of 4 slots (parallelism 4)

@@ -10,12 +10,12 @@ import os
 import pyarrow.parquet
 import pytest
 
-from regionflow.bench.spark_counts import blocking_files, jobs_started
 from regionflow.core.graph import Distribution, load_job
 from regionflow.core.plan import Plan
 from regionflow.spark.driver.computer import BROADCAST_UNIT
 from regionflow.spark.driver.exchange import BUCKET_COLUMN
 from regionflow.units.runner import LocalRunner, RunFailed, RunOptions
+from rfbench.spark_counts import blocking_files, jobs_started
 
 pytestmark = pytest.mark.timeout(600)
 SCALED = "regionflow.examples.orders:scaled_job"

@@ -21,14 +21,14 @@ PySpark reference, so both pay for (and gain from) each choice:
          costed_lines -HASH(l_orderkey)-> dated_lines(p) <-HASH(o_orderkey)- orders(p)
          dated_lines -HASH(nation, o_year)-> profit(p) -REBALANCE-> result(1, sink)
 
-Input: the Parquet tables written by `regionflow.examples.tpch_data.generate`, one directory per table
+Input: the Parquet tables written by `rfbench.tpch_data.generate` (benchmarks/), one directory per table
 under the directory in the environment variable ``REGIONFLOW_TPCH_DIR`` (e.g. ``.../sf0.01``; a URI
 such as ``hdfs://...`` is passed to Spark as is). The variable is read inside the vertex functions
 only, so jobs and DAGs import without it. Scans take their share of a table with ``ctx.share``.
 
 Money stays DECIMAL (exact sums whatever the partitioning); averages are doubles computed as the
 exact decimal sum divided by the count (one rounding), so results equal the answers DuckDB ships
-(`tpch_data.answers`) once formatted with `tpch_data.format_row`.
+(`rfbench.tpch_data.answers`) once formatted with `rfbench.tpch_data.format_row`.
 
 Jobs: ``build_job(query, parallelism, sink, name)``; references ``regionflow.examples.tpch:q1`` (also
 q3, q9, q18) build a job with the default parallelism.
@@ -73,8 +73,8 @@ class TpchDataError(RegionflowError):
 def tpch_dir() -> str:
     """The directory holding the TPC-H tables, from ``REGIONFLOW_TPCH_DIR``."""
     path = os.environ.get(TPCH_DIR_ENV, "").strip()
-    hint = ("generate the tables with `python -m regionflow.examples.tpch_data --sf 0.01 --out DIR` and set "
-            f"{TPCH_DIR_ENV} to the directory it prints")
+    hint = ("generate the tables with `python benchmarks/rfbench/tpch_data.py --sf 0.01 --out DIR` (in a checkout; "
+            f"or `python -m rfbench.tpch_data` from benchmarks/) and set {TPCH_DIR_ENV} to the directory it prints")
     if not path:
         raise TpchDataError(f"{TPCH_DIR_ENV} is not set: {hint}")
     if "://" not in path and not os.path.isdir(path):

@@ -1,4 +1,4 @@
-"""`regionflow bench topology`: build time and peak memory of the execution topology and regions.
+"""`python benchmarks/micro.py topology`: build time and peak memory of the execution topology and regions.
 
 Two vertices of parallelism N joined by one all-to-all or pointwise edge, blocking or pipelined.
 The grouped build (what regionflow does) is compared, at a size it can finish, with a naive build that
@@ -13,10 +13,10 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from ..core.graph import JobGraph
-from ..core.plan import Plan
-from ..core.regions import _find, _union  # the same union-find, fed one edge object at a time
-from ..core.topology import gc_paused, pointwise_producers
+from regionflow.core.graph import JobGraph
+from regionflow.core.plan import Plan
+from regionflow.core.regions import _find, _union  # private; a benchmark may: the same union-find, edge by edge
+from regionflow.core.topology import gc_paused, pointwise_producers
 
 
 class _BenchGraph(JobGraph):

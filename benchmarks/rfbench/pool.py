@@ -31,11 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..core.errors import SpecError
-from ..core.resources import ResourceProfile
-from .errors import UnfulfillableBulk
-from .hosts import Host
-from .pool import Bulk, Grant, SlotPool
+from regionflow.core.errors import SpecError
+from regionflow.core.resources import ResourceProfile
+from regionflow.scheduling.errors import UnfulfillableBulk
+from regionflow.scheduling.hosts import Host
+from regionflow.scheduling.pool import Bulk, Grant, SlotPool
 
 STANDARD = ResourceProfile.of(cpu=1, heap_mib=1024)
 HIGH_MEMORY = ResourceProfile.of(cpu=1, heap_mib=6144)

@@ -1,6 +1,7 @@
 """TPC-H data and official answers, generated offline with DuckDB's tpch extension.
 
-    python -m regionflow.examples.tpch_data --sf 0.01 --out DIR     # prints DIR/sf0.01
+    python benchmarks/rfbench/tpch_data.py --sf 0.01 --out DIR     # prints DIR/sf0.01
+    python -m rfbench.tpch_data --sf 0.01 --out DIR                # the same, from benchmarks/
 
 `generate` writes the 8 tables as Parquet, one directory per table (``<out>/sf<sf>/<table>/``), which
 is the directory `regionflow.examples.tpch` reads through ``REGIONFLOW_TPCH_DIR``. `answers` gives the
@@ -204,7 +205,7 @@ def read_result(path: str, query: int) -> tuple[list[str], list[tuple]]:
     sorted by the query's ORDER BY like the answers (the part files need not keep the order)."""
     import pyarrow.parquet as pq
 
-    from .tpch import ORDER_BY
+    from regionflow.examples.tpch import ORDER_BY
 
     table = pq.read_table(path)  # skips names starting with '_' or '.': the sink marker, temp files
     columns = list(table.column_names)
@@ -237,7 +238,8 @@ def _quote(path: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """CLI: generate one scale factor and print its directory."""
-    parser = argparse.ArgumentParser(prog="python -m regionflow.examples.tpch_data", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python benchmarks/rfbench/tpch_data.py",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--sf", type=float, default=0.01, help="scale factor (default 0.01)")
     parser.add_argument("--out", required=True, help="directory that gets sf<sf>/<table>/")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")

@@ -79,7 +79,7 @@ def _run(spark: Any, tag: str, tasks: int, task_seconds: float, out: list[TaskSp
 def _warm_sessions(url: str, cores: int, token: str | None) -> Iterator[tuple[Any, Any]]:
     """Two client sessions (presenting the server's `token`) whose Python workers are up (so the clock
     starts on scheduling alone), stopped on exit."""
-    from ..spark.servers.auth import remote_session
+    from regionflow.spark.servers.auth import remote_session
 
     first, second = (remote_session(url, token) for _ in range(2))
     try:

@@ -1,1 +1,0 @@
-"""Benchmarks reachable as ``regionflow bench ...``; each returns a JSON-able dict of figures."""
