@@ -70,13 +70,23 @@ bytecode: venv
 # minutes each, each with a cheaper sibling in the suite), which `make test-long` runs; `make test-all` runs both.
 # `make test-quick`, for the edit loop: the tests not marked `heavy` either (tests/conftest.py marks those that
 # start Spark, Airflow, PostgreSQL, Chromium or mypy processes); every test is one or the other.
+# `make test` runs the light tests on LIGHT_WORKERS pytest-xdist workers (0: in this process), then the heavy ones
+# serially in one process, so that the session's Spark servers, standalone cluster and PostgreSQL start once and
+# no two Airflow stacks or Spark applications compete for the 2 cores; it fails if either part failed (pytest's
+# exit code 5, no test selected, counts as passed: PYTEST_ARGS may select tests of one part only). The slowest 20
+# listed at the end are the heavy part's (no light test takes 15 s).
 PYTEST := $(VPY) -m pytest tests -q -ra --timeout=900 --durations=20
+LIGHT_WORKERS ?= 2
+LIGHT := $(PYTEST) -n $(LIGHT_WORKERS) -m "not heavy and not long"
 
 test: venv bytecode
-	$(PYTEST) -m "not long" $(PYTEST_ARGS)
+	$(LIGHT) $(PYTEST_ARGS); light=$$?; \
+	$(PYTEST) -m "heavy and not long" $(PYTEST_ARGS); heavy=$$?; \
+	for code in $$light $$heavy; do [ $$code = 0 ] || [ $$code = 5 ] || exit $$code; done; \
+	[ "$$light$$heavy" != 55 ] || exit 5
 
 test-quick: venv
-	$(PYTEST) -m "not heavy and not long" $(PYTEST_ARGS)
+	$(LIGHT) $(PYTEST_ARGS)
 
 test-long: venv bytecode
 	$(PYTEST) -m long $(PYTEST_ARGS)

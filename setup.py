@@ -49,7 +49,7 @@ POSTGRES_REQUIRES = ["psycopg2-binary>=2.9,<3", "asyncpg>=0.30,<1"]  # asyncpg: 
 TEST_REQUIRES = TPCH_REQUIRES + KUBERNETES_REQUIRES + POSTGRES_REQUIRES + [
     "pytest>=8.3,<10",
     "pytest-timeout>=2.3,<3",
-    "pytest-xdist>=3.6,<4",  # pytest -n: tests on several worker processes (Makefile)
+    "pytest-xdist>=3.6,<4",  # make test, make test-quick: the light tests on two workers (Makefile)
     "hypothesis>=6.100,<7",
     "statsd>=4,<5",  # Airflow's StatsD client: the pool-metrics test reads real StatsD packets
     "selenium>=4.20,<5",  # the UI plugin's browser tests drive Debian's chromium through its chromedriver
