@@ -207,16 +207,44 @@ def migrated_airflow_databases(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def orders_reference(tmp_path_factory):
-    """Rows and checksum of the example job's sink from one plain PySpark run (the ground truth)."""
+def event_servers(tmp_path_factory):
+    """One Spark Connect server (4 slots) for the whole test session, with its event log on: the reference
+    run, the vertex-level and TPC-H tests share it through ``RunOptions(servers=...)`` and count Spark jobs
+    from the log. Yields ``(servers, events_dir)``. Its start leaves no Connect-client marks in this process
+    (a later spark-submit or Airflow stack started from here would become a Connect client)."""
+    from regionflow.scheduling.hosts import Cluster
+    from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES, no_client_marks
+    from regionflow.spark.servers.session_servers import SessionServers
+    from rfbench.spark_counts import event_log_conf
+
+    work = tmp_path_factory.mktemp("event-servers")
+    events = work / "events"
+    events.mkdir()
+    servers = SessionServers(Cluster.local_default(4), str(work / "sessions"), base_port=None,
+                             conf=event_log_conf(str(events)))
+    with no_client_marks():
+        servers.start()
+    yield servers, str(events)
+    servers.stop()
+    for variable in CONNECT_CLIENT_VARIABLES:  # later classic sessions of this process stay classic
+        os.environ.pop(variable, None)
+
+
+@pytest.fixture(scope="session")
+def orders_reference(tmp_path_factory, event_servers):
+    """Rows and checksum of the example job's sink from one plain PySpark run (the ground truth): the same
+    vertex functions as one program, no regions, in a client session of the session's Spark Connect server
+    (a spark-submit of its own cost 20-40 s here; the session took 8 s)."""
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
-    from regionflow.scheduling.hosts import Cluster
+    from regionflow.spark.servers.client_env import no_client_marks
     from regionflow.units.runner import RunOptions, run_reference
 
-    options = RunOptions(data_dir=str(tmp_path_factory.mktemp("reference")), cluster=Cluster.local_default(2),
-                         progress=None)
-    totals = run_reference(ORDERS, Plan(load_job(ORDERS)), options).sinks["totals"]
+    servers, _ = event_servers
+    options = RunOptions(data_dir=str(tmp_path_factory.mktemp("reference")), cluster=servers.cluster,
+                         progress=None, servers=servers)
+    with no_client_marks():
+        totals = run_reference(ORDERS, Plan(load_job(ORDERS)), options).sinks["totals"]
     assert totals["rows"] > 0
     return totals
 

@@ -96,31 +96,10 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         yield cluster
 
 
-@pytest.fixture(scope="session")
-def event_servers(tmp_path_factory: pytest.TempPathFactory):
-    """One Spark Connect server (4 slots) for the whole test session, with its event log on: the
-    vertex-level and TPC-H tests share it through ``RunOptions(servers=...)`` and count Spark jobs
-    from the log. Yields ``(servers, events_dir)``."""
-    from regionflow.scheduling.hosts import Cluster
-    from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
-    from regionflow.spark.servers.session_servers import SessionServers
-    from rfbench.spark_counts import event_log_conf
-
-    work = tmp_path_factory.mktemp("event-servers")
-    events = work / "events"
-    events.mkdir()
-    servers = SessionServers(Cluster.local_default(4), str(work / "sessions"), base_port=None,
-                             conf=event_log_conf(str(events)))
-    servers.start()
-    yield servers, str(events)
-    servers.stop()
-    for variable in CONNECT_CLIENT_VARIABLES:  # later classic sessions of this process stay classic
-        os.environ.pop(variable, None)
-
-
 @pytest.fixture
 def shared_servers(event_servers):
-    """`event_servers` for one test; afterwards this process's classic Spark sessions stay classic."""
+    """`event_servers` (tests/conftest.py) for one test; afterwards this process's classic Spark sessions stay
+    classic."""
     from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
 
     yield event_servers

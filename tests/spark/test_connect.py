@@ -284,13 +284,20 @@ def test_a_killed_server_is_down_and_the_cli_starts_and_stops_servers(tmp_path, 
 ORDERS = "regionflow.examples.orders:job"
 
 
-def session_runner(tmp_path, mode, slots=2, progress=None):
+def session_runner(tmp_path, mode, slots=2, progress=None, server=None):
+    """A `regionflow run` of the example job on the session backend: on servers of its own, or on `server`
+    (the module's: the run neither starts nor stops it)."""
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
     from regionflow.units.runner import LocalRunner, RunOptions
 
-    options = RunOptions(data_dir=str(tmp_path), cluster=Cluster.local_default(slots), progress=progress,
-                         backend="session")
+    cluster, servers = Cluster.local_default(slots), None
+    if server is not None:
+        cluster = Cluster((server.host,))
+        servers = SessionServers(cluster, server.state_dir, base_port=server.port)
+        servers.servers = {server.host.name: server}
+    options = RunOptions(data_dir=str(tmp_path), cluster=cluster, progress=progress, backend="session",
+                         servers=servers)
     return LocalRunner(ORDERS, Plan(load_job(ORDERS), mode), options)
 
 
@@ -304,7 +311,8 @@ def test_a_run_on_the_session_backend_gives_the_reference_checksum_and_stops_its
     assert [status.state for status in runner.servers.status()] == ["down"]
 
 
-def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(orders_reference, tmp_path):
+def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(server, orders_reference, tmp_path):
+    """On the module's 2-slot server (the kill interrupts the attempt's session, not the server)."""
     box = {}
 
     def progress(line: str) -> None:
@@ -313,7 +321,7 @@ def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(orders_
             box["killed"] = threading.Thread(target=box["runner"].kill_unit, args=(name,))
             box["killed"].start()
 
-    runner = session_runner(tmp_path, "all-blocking", progress=progress)
+    runner = session_runner(tmp_path, "all-blocking", progress=progress, server=server)
     box["runner"] = runner
     summary = runner.run()
     orders = next(unit for unit in summary.units if unit.name.startswith("orders"))
@@ -323,6 +331,7 @@ def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(orders_
     files = sorted(os.listdir(totals["path"]))  # whole files, at most one per core (2) of the grant
     assert files[0] == "_regionflow_sink.json" and files[1:] in (["part-00000.parquet"],
                                                                  ["part-00000.parquet", "part-00001.parquet"])
+    assert serves(server)  # the kill left the server up and serving
 
 
 ORPHAN_CLIENT = """
