@@ -5,9 +5,9 @@ grants at once, and the FIFO order is the store's, global across schedulers."""
 from __future__ import annotations
 
 import multiprocessing
-from collections import defaultdict
 
 from gate_doubles import Counts, NoCopies, NoRecovery, RecordingWorkers, admit, end
+from pool_checks import fifo_violations, overlapping_holders
 from two_schedulers import CLUSTER, scheduler_process
 
 from regionflow.executors.admission import AdmissionGate
@@ -19,32 +19,6 @@ from regionflow.store import GrantState, RegionflowStore
 def scheduler(store_url, name):
     return AdmissionGate(SlotPool(Cluster.parse(CLUSTER)), RegionflowStore(store_url), RecordingWorkers(),
                          copies=NoCopies(), recovery=NoRecovery(), metrics=Counts(), owner=name)
-
-
-def overlapping_holders(grants):
-    """(slot, bulk, bulk) for every two grants that held one slot at the same time."""
-    by_slot = defaultdict(list)
-    for grant in grants:
-        if grant.granted_at is None:
-            continue
-        until = grant.released_at if grant.released_at is not None else float("inf")
-        for slot in grant.slots:
-            by_slot[slot].append((grant.granted_at, until, grant.bulk_id))
-    clashes = []
-    for slot, spans in by_slot.items():
-        spans.sort()
-        for (_, first_until, first), (second_from, _, second) in zip(spans, spans[1:], strict=False):
-            if second_from < first_until:
-                clashes.append((slot, first, second))
-    return clashes
-
-
-def fifo_violations(grants):
-    """(older, younger) pairs where a younger bulk asking at least as many slots was granted first. The
-    pool lets a younger bulk pass an older one only when it asks less (it fits where the older does not)."""
-    granted = [g for g in grants if g.granted_at is not None]  # in row order: the order of admission
-    return [(older.bulk_id, younger.bulk_id) for i, older in enumerate(granted) for younger in granted[i + 1:]
-            if len(younger.requests) >= len(older.requests) and younger.granted_at < older.granted_at]
 
 
 def test_a_small_try_of_one_scheduler_does_not_jump_a_big_one_another_scheduler_queued_first(store_url):

@@ -4,17 +4,15 @@ import os
 import shutil
 import signal
 import time
-from datetime import datetime
 
 import pytest
+from e2e_runs import DAGS, MODES, run, times
 
 from regionflow.processes import live_processes, start_ticks, wait_until
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
 from regionflow.units.dags import dag_run_outputs
 
-DAGS = os.path.join(os.path.dirname(__file__), "dags_e2e")
-MODES = ("all-blocking", "forward-pipelined-only", "pointwise-pipelined-only", "all-pipelined")
 pytestmark = pytest.mark.timeout(1800)
 
 
@@ -31,21 +29,6 @@ def stack(tmp_path_factory):
         yield airflow
     finally:
         airflow.stop()
-
-
-def run(stack, dag_id, timeout=900):
-    stack.wait_for_dag(dag_id)
-    stack.unpause(dag_id)
-    return stack.trigger(dag_id)
-
-
-def times(stack, dag_id, run_id):
-    return {(ti["task_id"], ti["map_index"]): (_at(ti["start_date"]), _at(ti["end_date"]), ti["state"])
-            for ti in stack.task_instances(dag_id, run_id)}
-
-
-def _at(value):
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
 
 def test_region_bigger_than_cluster_fails_at_once_with_the_pools_message(stack):

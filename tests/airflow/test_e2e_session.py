@@ -9,7 +9,7 @@ import re
 import shutil
 
 import pytest
-from test_e2e import DAGS, MODES, run, times
+from e2e_runs import DAGS, MODES, run, task_log_file, times
 
 from regionflow.cli import main
 from regionflow.core.adaptive import decided_plan
@@ -39,14 +39,6 @@ def stack(tmp_path_factory):
     with EmbeddedAirflow(str(home), str(dags), regionflow_options=options) as airflow:
         yield airflow
     assert [status.state for status in airflow.session_servers.status()] == ["down"]
-
-
-def task_log_file(stack, dag_id, run_id, task_id, try_number, map_index=-1):
-    """The try's log file as written (the exception's text is in its structured error detail)."""
-    path = os.path.join(stack.logs_dir, f"dag_id={dag_id}", f"run_id={run_id}", f"task_id={task_id}",
-                        *([f"map_index={map_index}"] if map_index >= 0 else []), f"attempt={try_number}.log")
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
 
 
 def test_every_mode_gives_the_reference_checksum_on_the_session_backend(stack, orders_reference):

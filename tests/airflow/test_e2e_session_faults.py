@@ -10,8 +10,7 @@ import signal
 import time
 
 import pytest
-from test_e2e import run
-from test_e2e_session import task_log_file
+from e2e_runs import run, task_log_file
 
 from regionflow.executors.region_executor import UNHEARD_END_GRACE_S
 from regionflow.processes import command_line, live_processes

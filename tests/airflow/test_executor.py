@@ -3,80 +3,11 @@ executor here is built by its composition root with doubles of what it meets out
 (`regionflow.executors.composition.Seams`): the workers are a list we read, and a test gives the clock,
 Airflow's database, the store, Spark or the metrics it needs instead of patching the executor."""
 import time
-import uuid
 
-import pytest
-import structlog.testing
-from airflow.executors.workloads import ExecuteTask
-from airflow.executors.workloads.base import BundleInfo
-from airflow.executors.workloads.task import TaskInstanceDTO
 from airflow.utils.state import TaskInstanceState
+from executor_doubles import RecordingStats, executor, queue, workload
 
-from regionflow.executors import RegionExecutor
-from regionflow.executors.composition import Seams
 from regionflow.store import RegionflowStore
-
-
-@pytest.fixture
-def settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("AIRFLOW__REGIONFLOW__HOSTS", "a:slots=2;b:slots=2")
-    monkeypatch.setenv("AIRFLOW__REGIONFLOW__STORE_URL", f"sqlite:///{tmp_path}/regionflow.db")
-    monkeypatch.setenv("AIRFLOW__LOGGING__BASE_LOG_FOLDER", str(tmp_path / "logs"))
-    return tmp_path
-
-
-@pytest.fixture
-def logs():
-    """What is logged meanwhile, the executor's log included (a structlog logger, which caplog does not see)."""
-    with structlog.testing.capture_logs() as captured:
-        yield captured
-
-
-class Workers(list):
-    """Stands in for LocalExecutor's worker processes (`Seams.workers`): what was handed to them, in order."""
-
-    def hand_over(self, workload):
-        self.append(workload)
-
-    def read_results(self):
-        """No worker reports here: the tests report each end with change_state."""
-
-
-class RecordingStats:
-    """Stands in for Airflow's Stats (`Seams.stats`): what the pool's metrics sent, in order."""
-
-    def __init__(self):
-        self.sent = []
-
-    def gauge(self, name, value, **tags):
-        self.sent.append((name, value))
-
-    def incr(self, name, count=1, **tags):
-        self.sent.append((name, count))
-
-    def timing(self, name, value, **tags):
-        self.sent.append((name, value))
-
-
-def executor(**seams):
-    """A RegionExecutor built by its composition root, its workers a `Workers` list (``ex.task_workers``);
-    `seams`: further `Seams` fields (doubles of the clock, Airflow's database, Spark, ...)."""
-    return RegionExecutor(parallelism=8, seams=Seams(**{"workers": Workers(), **seams}))
-
-
-def workload(slots=None, dag_id="d", run_id="r1", task_id="t", map_index=-1):
-    config = {"regionflow": {"requests": [[{"unknown": True}] * slots], "labels": [task_id]}} if slots else None
-    ti = TaskInstanceDTO(id=uuid.uuid4(), task_id=task_id, dag_id=dag_id, run_id=run_id, try_number=1,
-                         dag_version_id=uuid.uuid4(), map_index=map_index, pool_slots=1, priority_weight=1,
-                         executor_config=config)
-    return ExecuteTask(ti=ti, dag_rel_path="d.py", token="old", log_path=f"dag_id={dag_id}/{task_id}.log",
-                       bundle_info=BundleInfo(name="dags-folder"))
-
-
-def queue(ex, *workloads):
-    for w in workloads:
-        ex.queued_tasks[w.key] = w
-    ex._process_workloads(list(workloads))
 
 
 def test_whole_bulks_only_oldest_first_and_tokens_reminted(settings):

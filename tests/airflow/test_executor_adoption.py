@@ -5,8 +5,7 @@ import time
 from types import SimpleNamespace
 
 from airflow.utils.state import TaskInstanceState
-from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
-from test_executor_leftovers import RecordingStopper, started
+from executor_doubles import RecordingStopper, executor, queue, started, workload
 
 from regionflow.executors.region_executor import GRANTED_CHECK_INTERVAL_S, UNHEARD_END_GRACE_S
 from regionflow.store import GrantState, RegionflowStore
@@ -19,11 +18,11 @@ def ti_of(w, state):
     return SimpleNamespace(id=w.ti.id, try_number=w.ti.try_number, state=state, key=w.key)
 
 
-def rows(settings):  # noqa: F811
+def rows(settings):
     return {g.task_id: g for g in RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db").grants()}
 
 
-def test_a_running_try_of_a_stopped_scheduler_is_adopted_and_a_queued_one_is_reset(settings):  # noqa: F811
+def test_a_running_try_of_a_stopped_scheduler_is_adopted_and_a_queued_one_is_reset(settings):
     first = executor()
     first.recovery.start()
     running, waiting = workload(slots=3, task_id="running"), workload(slots=2, task_id="waiting")
@@ -49,7 +48,7 @@ def test_a_running_try_of_a_stopped_scheduler_is_adopted_and_a_queued_one_is_res
     assert second.pool.free_slots() == 4 and rows(settings)["running"].state is GrantState.RELEASED
 
 
-def test_the_rows_of_a_scheduler_past_the_health_check_threshold_are_taken_over(settings):  # noqa: F811
+def test_the_rows_of_a_scheduler_past_the_health_check_threshold_are_taken_over(settings):
     first = executor()
     first.recovery.start()
     running, waiting = workload(slots=3, task_id="running"), workload(slots=2, task_id="waiting")
@@ -63,7 +62,7 @@ def test_the_rows_of_a_scheduler_past_the_health_check_threshold_are_taken_over(
     assert [w.ti.task_id for w in second.task_workers] == ["newcomer"]  # the 4th slot; 3 stay adopted
 
 
-def test_a_clean_stop_releases_the_waiting_rows_at_once(settings):  # noqa: F811
+def test_a_clean_stop_releases_the_waiting_rows_at_once(settings):
     first = executor()
     first.recovery.start()
     queue(first, workload(slots=4, task_id="running"), workload(slots=2, task_id="waiting"))
@@ -74,7 +73,7 @@ def test_a_clean_stop_releases_the_waiting_rows_at_once(settings):  # noqa: F811
     assert rows(settings)["running"].state is GrantState.GRANTED  # until a successor sees its task end
 
 
-def test_a_try_just_handed_to_the_workers_is_not_revoked(settings, monkeypatch):  # noqa: F811
+def test_a_try_just_handed_to_the_workers_is_not_revoked(settings, monkeypatch):
     # Airflow's stuck-in-queued check can come right after a long wait for slots ended: the worker is
     # starting the try then, and the workload cannot be taken back from LocalExecutor's queue
     monkeypatch.setenv("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", "600")
@@ -89,7 +88,7 @@ def test_a_try_just_handed_to_the_workers_is_not_revoked(settings, monkeypatch):
     assert ex.cleanup_stuck_queued_tasks([starting.ti]) == []
 
 
-def test_a_try_airflow_revokes_after_it_got_its_slots_gives_them_back(settings, monkeypatch):  # noqa: F811
+def test_a_try_airflow_revokes_after_it_got_its_slots_gives_them_back(settings, monkeypatch):
     monkeypatch.setenv("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", "600")
     now = [0.0]
     ex = executor(clock=lambda: now[0])
@@ -104,7 +103,7 @@ def test_a_try_airflow_revokes_after_it_got_its_slots_gives_them_back(settings, 
     assert ex.pool.free_slots() == 4
 
 
-def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_shows_it_ended(settings):  # noqa: F811
+def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_shows_it_ended(settings):
     now, states, stopper = [0.0], {}, RecordingStopper()
     ex = executor(clock=lambda: now[0], task_states=lambda ids: {i: states[i] for i in ids if i in states},
                   stopper=stopper)

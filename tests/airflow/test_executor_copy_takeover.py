@@ -7,21 +7,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from copy_doubles import Submissions, copies_executor, request, settle_copies
+from executor_doubles import queue, workload
 from speculation_fakes import commit, commits_at_once, runs_until_killed, wait_for
-from test_executor import queue, workload
-from test_executor_copies import (  # noqa: F401 - the fixtures and helpers
-    Submissions,
-    copies_executor,
-    partitions,
-    request,
-    settings,
-    settle_copies,
-    store,
-)
 
 from regionflow.store import CopyState
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("copy_settings")]  # tests/airflow/conftest.py
 
 
 def successor(fakes):
@@ -31,13 +23,13 @@ def successor(fakes):
     return ex
 
 
-def original_attempt(store):  # noqa: F811
+def original_attempt(store):
     store.start_attempt(attempt_id="try1-orig", dag_id="d", run_id="r1", task_id="t", unit_key="u1", host="a",
                         map_index=1)
 
 
 def test_a_running_copy_of_a_stopped_scheduler_is_asked_again_and_wins_on_its_successor(
-        settings, store, partitions):  # noqa: F811
+        settings, store, partitions):
     fakes = Submissions(runs_until_killed(timeout=60),
                         lambda s: commits_at_once(partitions, "u1", fakes.calls[1]["task"].attempt_id, "b")(s))
     first = copies_executor(fakes)
@@ -69,7 +61,7 @@ def test_a_running_copy_of_a_stopped_scheduler_is_asked_again_and_wins_on_its_su
         fakes.made[0].kill()  # the stand-in of the dead scheduler's thread
 
 
-def test_a_waiting_copy_of_a_stopped_scheduler_waits_again_at_its_successor(settings, store):  # noqa: F811
+def test_a_waiting_copy_of_a_stopped_scheduler_waits_again_at_its_successor(settings, store):
     fakes = Submissions()
     first = copies_executor(fakes)
     first.recovery.start()
@@ -90,7 +82,7 @@ def test_a_waiting_copy_of_a_stopped_scheduler_waits_again_at_its_successor(sett
 
 @pytest.mark.parametrize("situation", ["committed", "no live attempt"])
 def test_a_copy_of_a_stopped_scheduler_is_not_asked_again_when_its_shard_needs_none(
-        settings, store, partitions, situation):  # noqa: F811
+        settings, store, partitions, situation):
     fakes = Submissions()
     first = copies_executor(fakes)
     first.recovery.start()

@@ -7,40 +7,15 @@ from __future__ import annotations
 
 import pytest
 from airflow.utils.state import TaskInstanceState
-from test_executor import executor, queue, settings, workload  # noqa: F401
+from executor_doubles import RecordingStopper, executor, queue, started, workload
 
 from regionflow.store import RegionflowStore
 
 pytestmark = pytest.mark.timeout(60)
 
 
-class RecordingStopper:
-    """Stands in for the backend's stopper (`Seams.stopper`): records each stop in `calls` (attempt id, host)
-    and calls `on_stop` first, if set; says "stopped", or fails."""
-
-    def __init__(self, fails: bool = False) -> None:
-        self.calls: list[tuple[str, str]] = []
-        self.fails = fails
-        self.on_stop = None
-
-    def stop(self, attempt_id: str, host: str) -> str:
-        if self.on_stop is not None:
-            self.on_stop()
-        self.calls.append((attempt_id, host))
-        if self.fails:
-            raise RuntimeError("server unreachable")
-        return "stopped"
-
-
-def started(store, bulk_id, attempt_id, *, task_id="t", state=None):
-    store.start_attempt(attempt_id=attempt_id, dag_id="d", run_id="r1", task_id=task_id, unit_key=f"u-{task_id}",
-                        host="a", bulk_id=bulk_id)
-    if state is not None:
-        store.end_attempt(attempt_id, state)
-
-
 def test_an_attempt_left_running_by_an_ended_try_is_stopped_and_recorded_killed_before_its_slots_go_back(
-        settings):  # noqa: F811
+        settings):
     stopper = RecordingStopper()
     ex = executor(stopper=stopper)
     shard, waiting = workload(slots=4, task_id="t"), workload(slots=4, task_id="next")
@@ -68,7 +43,7 @@ def test_an_attempt_left_running_by_an_ended_try_is_stopped_and_recorded_killed_
 
 
 def test_a_try_that_settled_its_attempts_costs_no_stop_and_a_failing_stop_still_settles_the_record(
-        settings):  # noqa: F811
+        settings):
     stopper = RecordingStopper(fails=True)
     ex = executor(stopper=stopper)
     clean, killed = workload(slots=2, task_id="clean"), workload(slots=2, task_id="killed")

@@ -6,22 +6,22 @@ import inspect
 import time
 
 from airflow.utils.state import TaskInstanceState
-from test_executor import RecordingStats, Workers, executor, logs, queue, settings, workload  # noqa: F401
+from executor_doubles import RecordingStats, Workers, executor, queue, workload
 
 from regionflow.store import GrantState, RegionflowStore, StoreError
 
 SUCCESS, FAILED, RUNNING = TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.RUNNING
 
 
-def store_url(settings):  # noqa: F811
+def store_url(settings):
     return f"sqlite:///{settings}/regionflow.db"
 
 
-def store_of(settings):  # noqa: F811
+def store_of(settings):
     return RegionflowStore.from_config(store_url(settings))
 
 
-def admissions(settings, w):  # noqa: F811
+def admissions(settings, w):
     rows = store_of(settings).admissions(w.ti.id, w.ti.try_number)
     return [(g.bulk_id.split(":", 1)[1], g.state.value) for g in rows]
 
@@ -33,7 +33,7 @@ def requeue(ex, w):
     return again
 
 
-def test_deferral_releases_the_slots_and_the_resumed_try_is_a_second_admission(settings):  # noqa: F811
+def test_deferral_releases_the_slots_and_the_resumed_try_is_a_second_admission(settings):
     ex = executor()
     sensor = workload(slots=4, task_id="wait")
     other = workload(slots=1, task_id="other")
@@ -51,7 +51,7 @@ def test_deferral_releases_the_slots_and_the_resumed_try_is_a_second_admission(s
     assert ex.pool.free_slots() == 4 and not ex.gate.granted and not ex.gate.held and not ex.gate.runs
 
 
-def test_three_reschedule_pokes_are_three_admissions_of_one_try(settings):  # noqa: F811
+def test_three_reschedule_pokes_are_three_admissions_of_one_try(settings):
     ex = executor()
     sensor = workload(slots=1, task_id="poke")
     queue(ex, sensor)
@@ -63,7 +63,7 @@ def test_three_reschedule_pokes_are_three_admissions_of_one_try(settings):  # no
     assert len(ex.task_workers) == 3
 
 
-def test_requeue_before_the_previous_end_is_read_reuses_the_live_grant(settings):  # noqa: F811
+def test_requeue_before_the_previous_end_is_read_reuses_the_live_grant(settings):
     ex = executor()
     sensor = workload(slots=2, task_id="poke")
     queue(ex, sensor)
@@ -77,7 +77,7 @@ def test_requeue_before_the_previous_end_is_read_reuses_the_live_grant(settings)
     assert grant.state is GrantState.RELEASED and "live grant was reused" in grant.message
 
 
-def test_queued_twice_while_waiting_keeps_its_place(settings):  # noqa: F811
+def test_queued_twice_while_waiting_keeps_its_place(settings):
     ex = executor()
     first, second, third = (workload(slots=4, task_id=t) for t in ("first", "second", "third"))
     queue(ex, first, second, third)
@@ -88,7 +88,7 @@ def test_queued_twice_while_waiting_keeps_its_place(settings):  # noqa: F811
     assert admissions(settings, second) == [("1", "granted")]
 
 
-def test_a_new_try_is_a_new_bulk(settings):  # noqa: F811
+def test_a_new_try_is_a_new_bulk(settings):
     ex = executor()
     task = workload(slots=1, task_id="retry")
     queue(ex, task)
@@ -101,7 +101,7 @@ def test_a_new_try_is_a_new_bulk(settings):  # noqa: F811
     assert admissions(settings, retry) == [("2", "released")]
 
 
-def test_a_task_marked_success_while_waiting_is_withdrawn_and_the_next_one_starts(settings):  # noqa: F811
+def test_a_task_marked_success_while_waiting_is_withdrawn_and_the_next_one_starts(settings):
     states = {}  # Airflow's metadata, as the test sets it
     ex = executor(task_states=lambda ids: states)
     blocker, marked, after = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="marked"), \
@@ -119,7 +119,7 @@ def test_a_task_marked_success_while_waiting_is_withdrawn_and_the_next_one_start
     assert "withdrawn" in (settings / "logs" / "dag_id=d" / "marked.log").read_text()
 
 
-def test_a_cleared_waiting_try_is_withdrawn(settings):  # noqa: F811
+def test_a_cleared_waiting_try_is_withdrawn(settings):
     states = {}  # Airflow's metadata, as the test sets it
     ex = executor(task_states=lambda ids: states)
     blocker, cleared = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="cleared")
@@ -129,7 +129,7 @@ def test_a_cleared_waiting_try_is_withdrawn(settings):  # noqa: F811
     assert not ex.gate.held and admissions(settings, cleared) == [("1", "released")]
 
 
-def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings):  # noqa: F811
+def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings):
     ex = executor()
     blocker, stuck = workload(slots=4, task_id="blocker"), workload(slots=4, task_id="stuck")
     queue(ex, blocker, stuck)
@@ -138,7 +138,7 @@ def test_failed_by_the_scheduler_while_waiting_is_withdrawn(settings):  # noqa: 
     assert admissions(settings, stuck) == [("1", "released")]
 
 
-def test_a_waiting_try_keeps_its_queued_time_fresh_so_airflow_never_takes_it_for_stuck(settings, monkeypatch):  # noqa: F811
+def test_a_waiting_try_keeps_its_queued_time_fresh_so_airflow_never_takes_it_for_stuck(settings, monkeypatch):
     monkeypatch.setenv("AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT", "9")
     written, now = [], [0.0]
     ex = executor(clock=lambda: now[0], renew_queued_time=written.extend)
@@ -157,7 +157,7 @@ def test_a_waiting_try_keeps_its_queued_time_fresh_so_airflow_never_takes_it_for
     assert not ex.queued_stamps.stamped
 
 
-def test_a_try_still_waiting_that_airflow_revokes_leaves_the_queue_and_nothing_is_raised(settings):  # noqa: F811
+def test_a_try_still_waiting_that_airflow_revokes_leaves_the_queue_and_nothing_is_raised(settings):
     # only when its queued time could not be renewed in time; Airflow queues it again
     ex = executor()
     waiting = workload(slots=4, task_id="w")
@@ -217,7 +217,7 @@ class Broken:
             raise RuntimeError(f"boom: {what}")
 
 
-def test_a_store_fault_fails_that_task_only_and_the_executor_goes_on(settings):  # noqa: F811
+def test_a_store_fault_fails_that_task_only_and_the_executor_goes_on(settings):
     ex = executor(store=FaultyAdmissions(store_url(settings)))
     bad, good = workload(slots=1, dag_id="faulty", task_id="bad"), workload(slots=1, task_id="good")
     queue(ex, bad, good)  # must not raise
@@ -227,7 +227,7 @@ def test_a_store_fault_fails_that_task_only_and_the_executor_goes_on(settings): 
     assert "injected fault" in (settings / "logs" / "dag_id=faulty" / "bad.log").read_text()
 
 
-def test_a_fault_when_recording_the_release_frees_the_slots_at_the_next_sync(settings):  # noqa: F811
+def test_a_fault_when_recording_the_release_frees_the_slots_at_the_next_sync(settings):
     store = ReleaseOnceDown(store_url(settings))
     ex = executor(store=store)
     first, second = workload(slots=4, task_id="first"), workload(slots=4, task_id="second")
@@ -244,7 +244,7 @@ def test_a_fault_when_recording_the_release_frees_the_slots_at_the_next_sync(set
     assert admissions(settings, second) == [("1", "granted")]
 
 
-def test_no_entry_point_raises_into_the_scheduler(settings, logs):  # noqa: F811
+def test_no_entry_point_raises_into_the_scheduler(settings, logs):
     # everything the executor meets outside its memory fails: clock, store, Airflow's database, workers, metrics
     broken, store = Broken(), BrokenStore(store_url(settings))
 
@@ -282,7 +282,7 @@ def test_no_entry_point_raises_into_the_scheduler(settings, logs):  # noqa: F811
     assert ex.event_buffer[plain.key][0] == FAILED and "boom" in ex.event_buffer[plain.key][1]
 
 
-def test_a_restored_grant_serves_the_try_when_the_new_scheduler_queues_it_again(settings):  # noqa: F811
+def test_a_restored_grant_serves_the_try_when_the_new_scheduler_queues_it_again(settings):
     ex = executor()
     task = workload(slots=3, task_id="long")
     queue(ex, task)

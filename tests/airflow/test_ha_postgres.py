@@ -11,7 +11,7 @@ import shutil
 import time
 
 import pytest
-from test_shared_pool import fifo_violations, overlapping_holders
+from pool_checks import fifo_violations, overlapping_holders
 
 from regionflow.processes import live_processes
 from regionflow.store import GrantState, RegionflowStore

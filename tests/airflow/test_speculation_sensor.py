@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_speculation_transform import example
+from speculation_dags import example
 
 from regionflow.spark.data.task import UnitTask
 from regionflow.store import CopyState, RegionflowStore

@@ -1,18 +1,12 @@
 """transform(speculation=...) at parse time: a SpeculationSensor beside each eligible mapped region task."""
 from __future__ import annotations
 
-from datetime import datetime
-
 import pytest
-from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG
+from speculation_dags import example
 
-import regionflow
 from regionflow.config import RegionflowConfig
 from regionflow.contract import NoSlots, RegionSlots, from_executor_config
 from regionflow.core.errors import JobGraphError, SpecError
-from regionflow.examples import orders as job
-from regionflow.operators import SparkVertexOperator, broadcast, forward, hash_by, rescale
 from regionflow.sensors import SpeculationSensor
 from regionflow.sensors.speculation import MIN_RESCHEDULE_INTERVAL_S
 
@@ -21,23 +15,6 @@ from regionflow.sensors.speculation import MIN_RESCHEDULE_INTERVAL_S
 def config():
     return RegionflowConfig.from_values(
         lambda name: {"hosts": "h1:slots=4;h2:slots=2", "max_shards": "2"}.get(name, ""), airflow_home="/tmp/unused")
-
-
-def example(config, speculation=True, speculation_config=None, clean_flag=None, dag_id="orders_spec",
-            totals_external=False):
-    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        start = EmptyOperator(task_id="start")
-        orders = SparkVertexOperator(task_id="orders", parallelism=4, fn=job.generate_orders)
-        products = SparkVertexOperator(task_id="products", parallelism=1, fn=job.generate_products)
-        clean = SparkVertexOperator(task_id="clean", parallelism=4, fn=job.clean_orders, speculation=clean_flag)
-        enrich = SparkVertexOperator(task_id="enrich", parallelism=2, fn=job.enrich_orders)
-        totals = SparkVertexOperator(task_id="totals", parallelism=3, fn=job.total_by_customer, sink="t",
-                                     external_writes=totals_external)
-        start >> orders >> forward() >> clean >> rescale() >> enrich >> hash_by("customer_id") >> totals
-        products >> broadcast() >> enrich
-    result = regionflow.transform(dag, mode="pointwise-pipelined-only", config=config, speculation=speculation,
-                                  speculation_config=speculation_config)
-    return dag, result
 
 
 def test_a_sensor_beside_each_mapped_region_with_the_same_upstream(config):

@@ -15,8 +15,8 @@ import time
 from datetime import datetime
 
 import pytest
+from pool_checks import overlapping_holders
 from postgres import throwaway_server
-from test_shared_pool import overlapping_holders
 
 from regionflow.executors.store_retry import RetryingStore, StoreRetry
 from regionflow.store import GrantState, RegionflowStore, StoreError

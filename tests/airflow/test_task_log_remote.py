@@ -4,11 +4,11 @@ the executor in-process, as in test_executor.py."""
 import os
 
 import pytest
-from test_executor import executor, queue, settings, workload  # noqa: F401 - the fixture and helpers
+from executor_doubles import executor, queue, workload
 
 
 @pytest.fixture
-def remote_logging(settings, monkeypatch):  # noqa: F811
+def remote_logging(settings, monkeypatch):
     import airflow.logging_config as logging_config
     import remote_log_config
 
@@ -22,7 +22,7 @@ def remote_logging(settings, monkeypatch):  # noqa: F811
     return remote, remote_log_config.REMOTE_TASK_LOG
 
 
-def test_a_try_failed_before_any_worker_ran_it_has_its_reason_in_the_remote_log(remote_logging, settings):  # noqa: F811
+def test_a_try_failed_before_any_worker_ran_it_has_its_reason_in_the_remote_log(remote_logging, settings):
     remote, io = remote_logging
     ex = executor()
     too_big = workload(slots=5, task_id="huge")
@@ -34,7 +34,7 @@ def test_a_try_failed_before_any_worker_ran_it_has_its_reason_in_the_remote_log(
 
 
 def test_a_notice_to_a_try_that_still_waits_is_left_for_its_own_upload_and_a_withdrawal_is_sent(
-        remote_logging, settings, monkeypatch):  # noqa: F811
+        remote_logging, settings, monkeypatch):
     remote, io = remote_logging
     monkeypatch.setenv("AIRFLOW__REGIONFLOW__RESOURCE_WAIT_TIMEOUT", "5")
     now = [0.0]

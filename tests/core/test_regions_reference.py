@@ -8,7 +8,7 @@ import random
 import pytest
 import regions_reference
 from hypothesis import given
-from test_properties import SETTINGS, random_jobs
+from random_graphs import SETTINGS, random_jobs
 
 from regionflow.core.graph import Distribution, Exchange, JobGraph
 from regionflow.core.modes import ExchangeMode

@@ -4,10 +4,11 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from random_jobs import random_jobs
 
 from regionflow.cli import main
 from regionflow.core.errors import SpecError
-from regionflow.core.graph import JobGraph, load_job
+from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
 from regionflow.scheduling.simulate import parse_durations, simulate
@@ -73,28 +74,6 @@ def test_cli_simulate_json_and_exit_codes(capsys):
     assert "deadlock" in capsys.readouterr().out
     assert main(["simulate", JOBS + "big.json", "--slots", "0"]) == 2
     assert "--slots" in capsys.readouterr().err
-
-
-@st.composite
-def random_jobs(draw):
-    count = draw(st.integers(1, 3))
-    jobs = []
-    for j in range(count):
-        graph = JobGraph(f"j{j}")
-        vertices = draw(st.integers(1, 4))
-        parallelism = [draw(st.integers(1, 3)) for _ in range(vertices)]
-        for v, p in enumerate(parallelism):
-            graph.add_vertex(f"v{v}", p)
-        for dst in range(1, vertices):
-            src = draw(st.integers(0, dst - 1))
-            distribution = draw(st.sampled_from(["rescale", "hash", "broadcast"]
-                                                + (["forward"] if parallelism[src] == parallelism[dst] else [])))
-            graph.connect(f"v{src}", f"v{dst}", distribution, draw(st.sampled_from([None, "pipelined", "blocking"])),
-                          keys=["k"] if distribution == "hash" else [])
-        jobs.append(graph)
-    mode = draw(st.sampled_from(["all-blocking", "forward-pipelined-only", "pointwise-pipelined-only",
-                                 "all-pipelined"]))
-    return [Plan(graph, mode) for graph in jobs]
 
 
 @settings(max_examples=150, deadline=None)

@@ -10,7 +10,7 @@ import simulate_reference
 import strategy_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_simulate import random_jobs
+from random_jobs import random_jobs
 
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster

@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from speculation_fakes import FakeResult, FakeSubmission, commit, commits_at_once, fails, runs_until_killed, wait_for
+from attempt_doubles import RecordingBackend, make
+from speculation_fakes import FakeResult, commit, commits_at_once, fails, runs_until_killed, wait_for
 
 from regionflow.core.attempts import (
     ATTEMPT_END_STATES,
@@ -15,31 +16,7 @@ from regionflow.core.attempts import (
     AttemptTransitionError,
     check_attempt_move,
 )
-from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.data.store import PartitionStore
-from regionflow.spark.data.task import UnitTask
-from regionflow.spark.launch.attempt import Attempt, HostLost
-
-
-class RecordingBackend:
-    """A backend double: hands out `FakeSubmission`s playing `behaviour`, remembers every call."""
-
-    name = "recording"
-
-    def __init__(self, behaviour=None, *, down: str | None = None, master: str | None = None):
-        self.behaviour = behaviour
-        self.down = down
-        self.master = master
-        self.prepared: list[tuple[str, str, int]] = []
-        self.made: list[FakeSubmission] = []
-
-    def prepare(self, task, task_path, host, slots, on_line):
-        self.prepared.append((task.attempt_id, host.name, slots))
-        if self.down:
-            raise HostLost(self.down)
-        submission = FakeSubmission(self.behaviour, master=self.master)
-        self.made.append(submission)
-        return submission
 
 
 class RecordingRecorder:
@@ -56,14 +33,6 @@ class RecordingRecorder:
 @pytest.fixture
 def partitions(tmp_path):
     return PartitionStore(str(tmp_path), "run1")
-
-
-def make(partitions, backend, attempt_id="try1-aa", recorder=None, **options) -> Attempt:
-    task = UnitTask(job="j:JOB", mode="all-blocking", run_id="run1", data_dir=partitions.data_dir, unit_key="u0",
-                    unit_name="v[0]", regions=[0], attempt_id=attempt_id, host="a")
-    host = Cluster.parse("a:slots=2").host("a")
-    return Attempt(task, "/nonexistent/task.json", host, 2, backend, partitions, recorder=recorder,
-                   watch_interval=0.02, **options)
 
 
 def test_an_attempt_that_commits_succeeds_and_is_recorded_start_and_end(partitions):
@@ -169,7 +138,7 @@ def test_the_state_diagram_has_no_way_out_of_an_end_state_and_names_the_allowed_
 _ORPHAN = """
 import json, os, sys
 from speculation_fakes import runs_until_killed
-from test_attempt import RecordingBackend, make
+from attempt_doubles import RecordingBackend, make
 from regionflow.spark.data.store import PartitionStore
 partitions = PartitionStore(sys.argv[1], "run1")
 attempt = make(partitions, RecordingBackend(runs_until_killed(timeout=60)), parent_pid=os.getppid())

@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from connect_checks import serves
 from stopping import pause_group, resume_group
 
 from regionflow.cli import main as cli
@@ -56,15 +57,6 @@ def server(tmp_path_factory):
 
 def session(server):
     return remote_session(server.url, server.token)
-
-
-def serves(server, rows: int = 3) -> bool:
-    """A new client session of `server` (with its token) counts `rows` rows."""
-    spark = session(server)
-    try:
-        return spark.range(rows).count() == rows
-    finally:
-        spark.stop()
 
 
 def test_a_client_session_runs_jobs_on_the_servers_local_master(server):

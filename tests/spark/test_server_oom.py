@@ -6,11 +6,11 @@ import os
 
 import psutil
 import pytest
+from connect_checks import serves
 
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.spark.launch.targets import parse_cluster
-from regionflow.spark.servers.auth import remote_session
 from regionflow.spark.servers.client_env import no_client_marks
 from regionflow.spark.servers.session_servers import SessionServers
 from regionflow.units.runner import LocalRunner, RunFailed, RunOptions
@@ -53,8 +53,4 @@ def run_out_of_memory(servers, server, cluster, tmp_path):
     assert "java.lang.OutOfMemoryError" in message and server.log_path in message
     assert server.status().state == "down" and group_members(pid) == []  # nothing of it lingers
     assert server.start().up  # the host is usable again
-    session = remote_session(server.url, server.token)
-    try:
-        assert session.range(3).count() == 3
-    finally:
-        session.stop()
+    assert serves(server)
