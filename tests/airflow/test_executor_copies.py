@@ -43,6 +43,7 @@ def test_a_copy_avoids_the_host_of_the_shards_live_attempt(settings, store, part
     asked = request(store, settings, excluded=())  # the exclusion comes from the live attempt alone
     ex.sync()
     assert wait_for(lambda: store.copy_request(asked.request_id).state is CopyState.RUNNING)
+    assert wait_for(lambda: fakes.calls)  # the request is marked running just before the attempt starts its run
     assert fakes.calls[0]["host"] == "b"
     commit(partitions, "u1", "try1-orig", "a")  # the original commits first: the copy is killed
     settle_copies(ex, store, asked.request_id)

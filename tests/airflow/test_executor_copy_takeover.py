@@ -38,6 +38,7 @@ def test_a_running_copy_of_a_stopped_scheduler_is_asked_again_and_wins_on_its_su
     asked = request(store, settings, excluded=())
     first.sync()
     assert wait_for(lambda: store.copy_request(asked.request_id).state is CopyState.RUNNING)
+    assert wait_for(lambda: fakes.made)  # marked running just before the attempt starts its run
     dead_attempt = store.copy_request(asked.request_id).attempt_id
     try:
         # the first scheduler is killed here: its copy thread would die with it
