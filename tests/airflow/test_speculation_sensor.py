@@ -129,3 +129,30 @@ def test_quantile_not_reached_means_no_copy(env, dag_and_sensor):
     record(store, clock, 1, "try1-b", "h1", started_ago=600)
     assert sensor.poke({"dag": dag, "run_id": RUN, "ti": FakeTI()}) is False
     assert store.copy_requests("spec_sensor", RUN) == [] and store.active_blocks() == []
+
+
+def test_a_copy_template_carries_the_original_tries_run_values_not_new_ones(env, dag_and_sensor):
+    """The region task binds its try's run context and rendered sinks; the copy's template is built from
+    them (a sensor poke is another task, with its own try number): the copy sees exactly the original's."""
+    from datetime import UTC, datetime
+
+    from regionflow.config import RegionflowConfig
+    from regionflow.core.run_context import RunContext
+    from regionflow.units.dags import JobSource
+    from regionflow.units.opened import OpenedUnit
+
+    dag, sensor = dag_and_sensor
+    original = RunContext(dag_id="spec_sensor", run_id=RUN, logical_date=datetime(2026, 1, 2, tzinfo=UTC),
+                          params={"limit": 3}, try_number=2, map_index=1)
+    OpenedUnit(JobSource.of(dag), RUN, sensor.region_mode, sensor.logical, sensor.max_shards, 1,
+               RegionflowConfig.from_airflow()).bind(original, {"totals": {"sink": "t/ds=2026-01-02"}})
+    clock = Clock()
+    store = RegionflowStore(env["url"], clock=clock)
+    record(store, clock, 0, "try1-fast", "h2", started_ago=70, ended_ago=60)
+    record(store, clock, 1, "try2-slow", "h1", started_ago=60)
+    ti = FakeTI({RUN: {f"{REGION}_0": "success", f"{REGION}_1": "running"}})
+    assert sensor.poke({"dag": dag, "run_id": RUN, "ti": ti}) is False
+    [copy] = store.copy_requests("spec_sensor", RUN, REGION)
+    template = UnitTask.read(copy.template_path)
+    assert RunContext.from_dict(template.context) == original
+    assert template.rendered == {"totals": {"sink": "t/ds=2026-01-02"}}

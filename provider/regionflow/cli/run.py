@@ -27,6 +27,13 @@ def register(commands: Any) -> None:
                           "attempt a client session on it; submit: one spark-submit per attempt")
     run.add_argument("--reference", action="store_true",
                      help="run the vertex functions as one plain PySpark program (the ground truth)")
+    run.add_argument("--logical-date", default=None, metavar="DATE",
+                     help="the run's logical date (ctx.logical_date, {{ ds }}), ISO, UTC unless a zone is given "
+                          "(default: none, and ctx.ds is None)")
+    run.add_argument("--data-interval", nargs=2, default=None, metavar=("START", "END"),
+                     help="the run's data interval (default: [logical date, logical date])")
+    run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                     help="a run param (ctx.params, {{ params.KEY }}); the value is JSON: n=3, name='\"x\"'")
     run.add_argument("--format", choices=("text", "json"), default="text")
     run.set_defaults(handler=run_run)
 
@@ -40,6 +47,7 @@ def run_run(args: argparse.Namespace) -> int:
     from ..core.adaptive import decided, decided_plan
     from ..core.graph import load_job
     from ..core.modes import DEFAULT_MODE
+    from ..core.run_context import cli_context
     from ..units.runner import LocalRunner, RunOptions, run_reference
 
     job_reference = os.path.abspath(args.job) if os.path.exists(args.job) else args.job
@@ -49,12 +57,13 @@ def run_run(args: argparse.Namespace) -> int:
     decisions = decided(plan.graph)
     if args.retries < 0:
         raise SpecError(f"--retries is {args.retries}; give 0 or more")
+    context = cli_context(args.logical_date, args.data_interval, args.param, dag_id=plan.graph.name)
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="regionflow-")
     progress = print  # with --format json, `main` sends it to stderr
     options = RunOptions(data_dir=os.path.abspath(data_dir) if "://" not in data_dir else data_dir,
                          cluster=cluster, max_shards=args.max_shards, retries=args.retries,
                          job_conf=parse_conf(args.conf), progress=progress, backend=args.backend,
-                         clock_origin=started)
+                         clock_origin=started, context=context)
     if decisions:
         progress(f"[{time.monotonic() - started:7.1f}s] adaptive parallelism for {cluster.total_slots} slot(s): "
                  + ", ".join(f"{name}={value}" for name, value in decisions.items()))

@@ -20,6 +20,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from ..config import RegionflowConfig
 from ..contract import is_inputs_gate
 from ..core.errors import RegionflowError
+from ..core.run_context import RunContext
 from ..spark.launch.attempt import Attempt
 from ..spark.launch.watch import DEFAULT_WATCH_INTERVAL_S
 from ..store import RegionflowStore
@@ -71,6 +72,7 @@ class RegionOperator(BaseOperator):
         dag, ti, run_id = context["dag"], context["ti"], context["run_id"]
         service = UnitRunService(config, RegionflowStore.from_config(config.store_url), self.log)
         opened = self.open_unit(dag, run_id, config)
+        opened.bind(RunContext.from_airflow(context), {})  # once per try: its attempt and any copy see these
         ref = TryRef(dag.dag_id, run_id, ti.task_id, ti.map_index, ti.id, ti.try_number)
         if self.waits_for_inputs:
             self._defer_until_inputs(opened, service.store, ref)

@@ -9,8 +9,10 @@ index), runs the pure detector (`scheduling.speculation.detect`), and for every 
 * asks for one speculative copy of the shard (`RegionflowStore.request_copy`) unless the shard
   already has an open one. The sensor prepares the copy's unit task file (everything but host and
   attempt id, via the unit-run service's `OpenedUnit`, as the region task opens it), and the executor runs it
-  once its slot bulk is granted. The Airflow execution API refuses to start a task instance that
-  is not QUEUED, so a copy cannot be a second run of the task instance: regionflow launches it.
+  once its slot bulk is granted. The template carries the original try's run context and rendered
+  sink paths as its region task saved them (`OpenedUnit.load_bound`). The Airflow execution API
+  refuses to start a task instance that is not QUEUED, so a copy cannot be a second run of the task
+  instance: regionflow launches it.
 
 It records the six metrics of seed 001 in the store and as Airflow gauges
 ``regionflow.speculation.<name>`` (tags dag_id, task_id), and succeeds once every shard has a
@@ -155,6 +157,8 @@ class SpeculationSensor(BaseSensorOperator):
 
         opened = OpenedUnit(JobSource.of(context["dag"]), context["run_id"], self.region_mode, self.logical,
                             self.max_shards, shard, rf_config)
+        if not opened.load_bound():  # the original's run values and rendered paths, never rendered again here
+            self.log.warning("unit %s: its region task saved no run values; the copy runs without them", opened.name)
         task = opened.unit_task(slots=slots).task
         path = os.path.join(opened.work_dir, f"{opened.key}-copy-{uuid.uuid4().hex[:8]}.template.json")
         task.write(path)

@@ -120,8 +120,10 @@ class UnitLayout:
         totals: dict[str, dict] = {}
         for key in self.keys:
             committed = store.committed(key)
-            for vertex, subtasks in (committed.manifest.get("sinks", {}) if committed else {}).items():
-                entry = totals.setdefault(vertex, {"rows": 0, "checksum": 0, "path": resolve_sink_path(
+            manifest = committed.manifest if committed else {}
+            for vertex, subtasks in manifest.get("sinks", {}).items():
+                path = manifest.get("sink_paths", {}).get(vertex)  # the path rendered for the run
+                entry = totals.setdefault(vertex, {"rows": 0, "checksum": 0, "path": path or resolve_sink_path(
                     self.plan.graph.vertices[vertex], data_dir)})
                 for figures in subtasks.values():
                     entry["rows"] += figures["rows"]

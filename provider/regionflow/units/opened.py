@@ -1,14 +1,20 @@
 """`OpenedUnit`: one shard of a region task opened for a run: its plan, layout, unit, partition store and
 work dir, what it waits for, its sinks, and its unit task at a grant. The region task and the speculation
 sensor (which writes a copy's unit task template) open the same unit the same way, so both build the same
-unit task for a shard."""
+unit task for a shard. The region task binds its run's values (`bind`: context and rendered fields), which
+are saved beside the unit's task files; the sensor loads them (`load_bound`) for the copy's template, so a
+copy sees exactly its original's values."""
 from __future__ import annotations
 
+import json
 import os
 
 from ..config import RegionflowConfig
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
+from ..core.run_context import RunContext
+from ..core.templates import Rendered
+from ..localfiles import write_json_atomically
 from ..spark.data.descriptors import DescriptorCache
 from ..spark.data.sinks import SinkCommitter
 from ..spark.data.store import PartitionStore, run_key_for
@@ -38,6 +44,28 @@ class OpenedUnit:
         self.partitions = PartitionStore(config.data_dir, run_key_for(source.dag_id, run_id))
         self.work_dir = run_work_dir(config.data_dir, self.partitions.run_id)
         self._builder: UnitTaskBuilder | None = None
+        self.context = RunContext()
+        self.rendered: Rendered = {}
+
+    @property
+    def bound_path(self) -> str:
+        return os.path.join(self.work_dir, f"{self.key}.run.json")
+
+    def bind(self, context: RunContext, rendered: Rendered) -> None:
+        """The run's values of this try (context and rendered vertex fields), in every unit task it builds
+        from now on, and saved for the shard's speculative copies."""
+        self.context, self.rendered = context, dict(rendered)
+        write_json_atomically(self.bound_path, {"context": context.to_dict(), "rendered": self.rendered})
+
+    def load_bound(self) -> bool:
+        """The values the shard's region task bound (False when it bound none yet)."""
+        try:
+            with open(self.bound_path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            return False
+        self.context, self.rendered = RunContext.from_dict(data.get("context")), dict(data.get("rendered") or {})
+        return True
 
     @property
     def key(self) -> str:
@@ -61,7 +89,9 @@ class OpenedUnit:
     def unit_task(self, *, slots: int, host: str = "", attempt_id: str = "",
                   excluded_nodes: list[str] | None = None) -> BuiltTask:
         """The unit task for a grant of `slots` slots; without host and attempt it is a template."""
-        return self.builder.build(self.unit, slots=slots, host=host, attempt_id=attempt_id,
+        builder = self.builder
+        builder.context, builder.rendered = self.context, self.rendered
+        return builder.build(self.unit, slots=slots, host=host, attempt_id=attempt_id,
                                   excluded_nodes=excluded_nodes or ())
 
     @property
@@ -89,8 +119,9 @@ class OpenedUnit:
         for name in sorted(members):
             vertex = plan.graph.vertices[name]
             if vertex.sink:
-                committer = SinkCommitter(resolve_sink_path(vertex, self.config.data_dir), plan.graph.name,
-                                          self.partitions.run_id, vertex=name, data_dir=self.config.data_dir)
+                path = resolve_sink_path(vertex, self.config.data_dir, self.rendered)
+                committer = SinkCommitter(path, plan.graph.name, self.partitions.run_id, vertex=name,
+                                          data_dir=self.config.data_dir)
                 committer.check_target()
                 committer.claim()
 

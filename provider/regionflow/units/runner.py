@@ -17,12 +17,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
+from ..core.run_context import RunContext
+from ..core.templates import checked, rendered_value, vertex_templates
 from ..scheduling.elastic import elastic_bulk
 from ..scheduling.errors import SchedulingError
 from ..scheduling.fit import misfits
@@ -44,6 +46,8 @@ from ..spark.launch.submit import SubmissionResult
 from ..spark.servers.session_servers import SessionServers
 from .attempts import new_attempt
 from .layout import UnitLayout
+from .rendering import render
+from .summary import RunSummary, UnitRun
 from .tasks import UnitTaskBuilder
 
 DEFAULT_RETRIES = 2
@@ -51,63 +55,6 @@ DEFAULT_RETRIES = 2
 
 class RunFailed(RegionflowError):
     """The run could not complete: a unit failed more often than its retries allow."""
-
-
-@dataclass
-class UnitRun:
-    name: str
-    slots: int = 0
-    host: str = ""
-    attempts: int = 0
-    ready: float | None = None
-    start: float | None = None
-    end: float | None = None
-
-    @property
-    def seconds(self) -> float | None:
-        return None if self.start is None or self.end is None else self.end - self.start
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"unit": self.name, "slots": self.slots, "host": self.host, "attempts": self.attempts,
-                "start": _round(self.start), "end": _round(self.end), "seconds": _round(self.seconds)}
-
-
-@dataclass
-class RunSummary:
-    job: str
-    mode: str
-    run_id: str
-    makespan: float
-    units: list[UnitRun] = field(default_factory=list)
-    sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    reference: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"job": self.job, "mode": self.mode, "run_id": self.run_id, "reference": self.reference,
-                "makespan_s": round(self.makespan, 2), "units": [u.to_dict() for u in self.units],
-                "sinks": self.sinks}
-
-    def to_text(self) -> str:
-        lines = [f"job {self.job} ({'reference' if self.reference else self.mode}), run {self.run_id}",
-                 f"makespan: {self.makespan:.1f} s", ""]
-        if self.units:
-            lines.append(f"{'unit':<40} {'slots':>5} {'host':<12} {'tries':>5} {'start':>7} {'seconds':>8}")
-            for unit in self.units:
-                lines.append(f"{unit.name:<40} {unit.slots:>5} {unit.host:<12} {unit.attempts:>5} "
-                             f"{_fmt(unit.start):>7} {_fmt(unit.seconds):>8}")
-            lines.append("")
-        for name, figures in self.sinks.items():
-            lines.append(f"sink {name}: {figures['rows']} rows, checksum {figures['checksum']:016x}"
-                         + (f" at {figures['path']}" if figures.get("path") else ""))
-        return "\n".join(lines)
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
-
-
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
 
 
 @dataclass
@@ -126,6 +73,9 @@ class RunOptions:
     keep_partitions: bool = False  # keep blocking partitions after their consumers finished (benchmarks count them)
     # time.monotonic() when the command started: progress lines count from it (default: the runner's creation)
     clock_origin: float | None = None
+    # the run's values for its vertex functions and templates (--logical-date, --data-interval, --param);
+    # its dag_id and run_id default to the job's name and the run's id
+    context: RunContext | None = None
 
 
 class LocalRunner:
@@ -145,8 +95,10 @@ class LocalRunner:
         self.hosts = {host.name: host for host in options.cluster}
         self.pool = SlotPool(options.cluster)
         self.descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
+        self.context, self.rendered = run_values(plan, options, self.run_id)
         self.tasks = UnitTaskBuilder(job_reference, self.layout, self.store, options.data_dir, self.descriptors,
-                                     lambda producer_unit: self.unit_host.get(producer_unit, ""))
+                                     lambda producer_unit: self.unit_host.get(producer_unit, ""),
+                                     context=self.context, rendered=self.rendered)
         self.events: queue.Queue = queue.Queue()
         self.live: dict[int, tuple[str, Attempt]] = {}  # unit -> (bulk id, its running attempt)
         self.servers: SessionServers | None = None
@@ -168,8 +120,9 @@ class LocalRunner:
         self.store.check_writable()
         for vertex in self.plan.graph.vertices.values():
             vertex.resolve_fn()
-            _check_reads(vertex)
-        committers = [SinkCommitter(resolve_sink_path(v, self.options.data_dir), self.plan.graph.name, self.run_id,
+            _check_reads(vertex, rendered_value(self.rendered, vertex.name, "reads"))
+        committers = [SinkCommitter(resolve_sink_path(v, self.options.data_dir, self.rendered), self.plan.graph.name,
+                                    self.run_id,
                                     vertex=v.name, data_dir=self.options.data_dir)
                       for v in self.plan.graph.vertices.values() if v.sink]
         for committer in committers:
@@ -253,7 +206,8 @@ class LocalRunner:
         built = self.tasks.build(unit, slots=target.slots, width_slots=self.largest_host, host=host.name,
                                  attempt_id=attempt_id, excluded_nodes=excluded_nodes(
                                      host, self.options.cluster.hosts,
-                                     lambda: self.pool.blocklist.hosts_for(self.plan.graph.name)))
+                                     lambda: self.pool.blocklist.hosts_for(self.plan.graph.name)),
+                                 context=self.context.with_try(self.runs[unit].attempts))
         if built.decision.values:
             self._progress(f"{self.runs[unit].name}: adaptive parallelism {built.decision.reason}")
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
@@ -356,9 +310,11 @@ def run_reference(job_reference: str, plan: Plan, options: RunOptions) -> RunSum
     os.makedirs(work_dir, exist_ok=True)
     host = next(iter(options.cluster))
     result_path = os.path.join(work_dir, "reference.json")
+    context, rendered = run_values(plan, options, run_id)
     task = UnitTask(job=job_reference, mode=plan.mode.value, run_id=run_id, data_dir=options.data_dir,
                     unit_key="reference", unit_name="reference", regions=[], attempt_id="reference",
-                    host=host.name, reference=True, result_path=result_path)
+                    host=host.name, reference=True, result_path=result_path, context=context.to_dict(),
+                    rendered=rendered)
     if options.servers is not None:
         server = options.servers.server(host.name)
         return _reference_in_session(plan, task, server.url, default_conf(host.slots, options.job_conf), server.token)
@@ -394,10 +350,19 @@ def _reference_in_session(plan: Plan, task: UnitTask, url: str, job_conf: dict[s
                       sinks=sinks, reference=True)
 
 
-def _check_reads(vertex) -> None:
+def run_values(plan: Plan, options: RunOptions, run_id: str) -> tuple[RunContext, dict[str, dict[str, Any]]]:
+    """The run's context (its DAG id the job's name, its run id the run's, unless given) and its vertices'
+    templated fields rendered with it (`core.templates`): a template that fails is refused before Spark starts."""
+    given = options.context or RunContext()
+    context = replace(given, dag_id=given.dag_id or plan.graph.name, run_id=given.run_id or run_id,
+                      try_number=given.try_number or 1)
+    return context, checked(plan.graph, render(vertex_templates(plan.graph), context))
+
+
+def _check_reads(vertex, rendered: list[str] | None = None) -> None:
     """A declared input path that is missing fails the run before Spark starts (local paths only:
     a remote URI is checked by Spark itself)."""
-    for path in vertex.reads:
+    for path in rendered if rendered is not None else vertex.reads:
         local = local_path(path)
         if "://" not in local and not os.path.exists(local):
             raise RunFailed(f"vertex {vertex.name!r} reads {path!r}, which does not exist; "
@@ -423,4 +388,4 @@ def _failure_reason(outcome: AttemptOutcome | SubmissionResult | BaseException) 
     return result_reason(outcome)
 
 
-__all__ = ["LocalRunner", "RunOptions", "RunSummary", "RunFailed", "run_reference"]
+__all__ = ["LocalRunner", "RunOptions", "RunSummary", "RunFailed", "UnitRun", "run_reference", "run_values"]

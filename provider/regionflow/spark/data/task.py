@@ -2,7 +2,8 @@
 
 A unit is one region or a shard of regions. The file carries the job reference and mode (the
 program rebuilds the same plan from them), the unit's regions, the attempt, where data lives, and
-one input descriptor reference per partition group the unit reads from outside. No pyspark here.
+one input descriptor reference per partition group the unit reads from outside, and the run's context
+and rendered vertex fields. No pyspark here.
 """
 from __future__ import annotations
 
@@ -55,6 +56,11 @@ class UnitTask:
     subtasks: int = 0  # the planner's subtask count, checked by `plan()` (0: not checked)
     input_bytes: int | None = None  # bytes it reads from committed partitions (None: it reads none)
     result_path: str | None = None  # reference runs write their sink figures here
+    # the run as its vertex functions see it (`RunContext.to_dict`): built once per try, copied into a
+    # speculative copy's template, never computed again where the attempt runs
+    context: dict[str, Any] = field(default_factory=dict)
+    # the vertices' templated fields as rendered for the run ({vertex: {"sink": path, "reads": [...]}})
+    rendered: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def write(self, path: str) -> str:
         return write_json_atomically(path, asdict(self))

@@ -18,13 +18,23 @@ regionflow does not repartition an input inside a call: Spark's own ``groupBy`` 
 shuffles once, with its partial aggregation, as in a plain PySpark program.
 
 `ctx` is a `TaskContext`: which subtasks of how many this call computes, in which attempt and
-region. A source takes its share of the input with `ctx.range` (generated ids) or `ctx.share`
-(a table read whole), so that the units of one vertex never produce the same rows twice.
+region, and its run as Airflow gives it to an operator (`RunContext`): ``ctx.logical_date``,
+``ctx.data_interval_start`` / ``ctx.data_interval_end`` (timezone-aware, or None), ``ctx.ds`` /
+``ctx.ds_nodash``, ``ctx.params`` (the DAG's params merged with ``dag_run.conf``), ``ctx.dag_id``,
+``ctx.run_id``, ``ctx.try_number``, ``ctx.map_index``; ``ctx.reads`` are the vertex's input paths as
+rendered for the run. A speculative copy sees exactly its original's values.
+
+A source takes its share of the input with `ctx.range` (generated ids) or `ctx.share` (a table read
+whole), so that the units of one vertex never produce the same rows twice.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from ...core.run_context import RunContext
 
 
 @dataclass(frozen=True)
@@ -38,7 +48,45 @@ class TaskContext:
     parallelism: int
     attempt_id: str
     region: str
-    run_id: str
+    run_id: str  # the Airflow run id (`regionflow run`: its run id)
+    run: RunContext = field(default_factory=RunContext)
+    reads: tuple[str, ...] = ()  # the vertex's input paths, rendered for the run
+
+    @property
+    def logical_date(self) -> datetime | None:
+        return self.run.logical_date
+
+    @property
+    def data_interval_start(self) -> datetime | None:
+        return self.run.data_interval_start
+
+    @property
+    def data_interval_end(self) -> datetime | None:
+        return self.run.data_interval_end
+
+    @property
+    def ds(self) -> str | None:
+        return self.run.ds
+
+    @property
+    def ds_nodash(self) -> str | None:
+        return self.run.ds_nodash
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        return self.run.params
+
+    @property
+    def dag_id(self) -> str:
+        return self.run.dag_id or self.job
+
+    @property
+    def try_number(self) -> int | None:
+        return self.run.try_number
+
+    @property
+    def map_index(self) -> int:
+        return self.run.map_index
 
     @property
     def subtasks(self) -> range:
@@ -101,6 +149,10 @@ class TaskContext:
         return F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(self.parallelism))
 
 
-def reference_context(job: str, vertex: str, run_id: str, parallelism: int = 1) -> TaskContext:
-    """The context of a vertex run whole in `regionflow run --reference` (plain PySpark)."""
-    return TaskContext(job, vertex, 0, parallelism, parallelism, "reference", "reference", run_id)
+def reference_context(job: str, vertex: str, run_id: str, parallelism: int = 1, run: RunContext | None = None,
+                      reads: tuple[str, ...] = ()) -> TaskContext:
+    """The context of a vertex run whole in `regionflow run --reference` (plain PySpark): the same run
+    values as the regionflow run."""
+    run = run or RunContext()
+    return TaskContext(job, vertex, 0, parallelism, parallelism, "reference", "reference", run.run_id or run_id,
+                       run, reads)

@@ -24,10 +24,13 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 from ...core.graph import Vertex
 from ...core.plan import Plan
+from ...core.run_context import RunContext
+from ...core.templates import is_template, rendered_value
 from ..data.filesystems import join
 from ..data.integrity import damage
 from ..data.sinks import SinkCommitter
@@ -109,6 +112,8 @@ def run_unit(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
         "started": started,
         "finished": time.time(),
         "sinks": computer.sink_figures,
+        "sink_paths": {name: resolve_sink_path(plan.graph.vertices[name], task.data_dir, task.rendered)
+                       for name in computer.sink_figures},
         "parallelism": _adaptive_values(plan, computer.spans),  # what its adaptive vertices ran at
     }
     result = store.commit(task.unit_key, task.attempt_id, manifest)
@@ -132,19 +137,25 @@ def _adaptive_values(plan: Plan, vertices) -> dict[str, int]:
 def _publish_sinks(spark, plan: Plan, task: UnitTask, committed_dir: str, manifest: dict) -> None:
     for vertex_name, figures in manifest.get("sinks", {}).items():
         vertex = plan.graph.vertices[vertex_name]
-        committer = SinkCommitter(resolve_sink_path(vertex, task.data_dir), plan.graph.name, task.run_id,
-                                  vertex=vertex_name, spark=spark)
+        committer = SinkCommitter(resolve_sink_path(vertex, task.data_dir, task.rendered), plan.graph.name,
+                                  task.run_id, vertex=vertex_name, spark=spark)
         committer.publish(committed_dir, vertex_name, sorted(int(s) for s in figures))
 
 
-def resolve_sink_path(vertex: Vertex, data_dir: str) -> str:
-    """A relative sink path lives under the data dir's ``sinks/``; absolute paths and URIs as given."""
+def resolve_sink_path(vertex: Vertex, data_dir: str, rendered: Mapping[str, Mapping] | None = None) -> str:
+    """A relative sink path lives under the data dir's ``sinks/``; absolute paths and URIs as given. A
+    templated sink is the path rendered for the run (`rendered`, checked by `core.templates.checked`); one
+    that was not rendered is refused rather than written under its literal template."""
     sink = vertex.sink
     if sink is None:
         raise ValueError(f"vertex {vertex.name!r} has no sink")
-    if sink.is_absolute:
-        return sink.path
-    return f"{data_dir.rstrip('/')}/sinks/{os.path.normpath(sink.path)}"  # Sink checked it stays inside
+    path = rendered_value(rendered, vertex.name, "sink") or sink.path
+    if is_template(path):
+        raise ValueError(f"vertex {vertex.name!r}: its sink {path!r} is a template that was not rendered for this "
+                         f"run; run it through a region task or `regionflow run`, which render it")
+    if "://" in path or path.startswith("/"):
+        return path
+    return f"{data_dir.rstrip('/')}/sinks/{os.path.normpath(path)}"  # Sink checked it stays inside
 
 
 # ---- reference ----------------------------------------------------------------------------------------
@@ -165,7 +176,9 @@ def run_reference(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
         for exec_edge in topology.in_edges[index]:
             src = exec_edge.edge.src
             inputs[src if src not in inputs else f"{src}[{exec_edge.index}]"] = frames[src]
-        ctx = reference_context(plan.graph.name, name, task.run_id, vertex.parallelism)
+        reads = rendered_value(task.rendered, name, "reads")
+        ctx = reference_context(plan.graph.name, name, task.run_id, vertex.parallelism,
+                                RunContext.from_dict(task.context), tuple(reads) if reads else vertex.reads)
         try:
             frame = vertex.resolve_fn()(spark, inputs, ctx)
             check_frame(frame)
