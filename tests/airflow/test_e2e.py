@@ -1,5 +1,7 @@
 """The RegionExecutor end to end on a real Airflow (api-server, scheduler, dag-processor on SQLite)
-with real Spark local[k] submissions, on a 4-slot cluster. One stack for the module."""
+with real Spark local[k] submissions (the submit backend), on a 4-slot cluster. One stack for the module.
+Its tests are `long` (a spark-submit per region); the scheduling scenarios on the same 4-slot cluster run
+on the session backend in test_e2e_session.py."""
 import os
 import shutil
 import signal
@@ -29,66 +31,6 @@ def stack(tmp_path_factory):
         yield airflow
     finally:
         airflow.stop()
-
-
-def test_region_bigger_than_cluster_fails_at_once_with_the_pools_message(stack):
-    run_id = run(stack, "too_big")
-    assert stack.wait_for_run("too_big", run_id, timeout=300) == "failed"
-    (ti,) = stack.task_instances("too_big", run_id)
-    assert ti["state"] == "failed" and ti["start_date"] is None or ti["end_date"] is not None
-    log = stack.task_log("too_big", run_id, ti["task_id"], max(ti["try_number"], 1), ti["map_index"])
-    assert "needs 5 slots" in log and "4 slots" in log, log[-2000:]
-
-
-def test_a_run_whose_later_region_is_bigger_than_the_cluster_fails_at_its_start(stack):
-    """FLIP-138 per run: the first region task declares the run; its 5-slot second region can never
-    run on 4 slots, so the first task fails when it is queued, before any Spark work."""
-    from regionflow.store import RegionflowStore
-
-    run_id = run(stack, "too_big_later")
-    assert stack.wait_for_run("too_big_later", run_id, timeout=300) == "failed"
-    states = {ti["task_id"]: ti for ti in stack.task_instances("too_big_later", run_id)}
-    assert {task: ti["state"] for task, ti in states.items()} == {"source": "failed",
-                                                                  "spread__count": "upstream_failed"}
-    log = stack.task_log("too_big_later", run_id, "source", max(states["source"]["try_number"], 1))
-    assert "this DAG run can never finish on this cluster" in log, log[-2000:]
-    assert "region 'too_big_later.spread__count[0]" in log and "needs 5 slots" in log and "4 slots" in log
-    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
-    assert store.attempts("too_big_later", run_id) == []  # no Spark work was done
-
-
-def test_two_runs_each_needing_the_whole_cluster_both_complete_oldest_first(stack):
-    first = run(stack, "whole_cluster")
-    second = stack.trigger("whole_cluster")
-    assert stack.wait_for_run("whole_cluster", first, timeout=900) == "success"
-    assert stack.wait_for_run("whole_cluster", second, timeout=900) == "success"
-    (start_1, end_1, _), = times(stack, "whole_cluster", first).values()
-    (start_2, end_2, _), = times(stack, "whole_cluster", second).values()
-    assert end_1 <= start_2, "the second run's region started while the first held the whole cluster"
-
-
-def test_big_region_starts_before_a_stream_of_one_slot_tasks_ends(stack):
-    stream_run = run(stack, "stream")
-    stack.wait_for_dag("big_after_stream")
-    stack.unpause("big_after_stream")
-    _wait_until_running(stack, "stream", stream_run)
-    big_run = stack.trigger("big_after_stream")
-    assert stack.wait_for_run("big_after_stream", big_run, timeout=900) == "success"
-    assert stack.wait_for_run("stream", stream_run, timeout=900) == "success"
-    (big_start, _, _), = times(stack, "big_after_stream", big_run).values()
-    stream_starts = [start for start, _, _ in times(stack, "stream", stream_run).values()]
-    assert big_start < max(stream_starts), "the 4-slot region waited for the whole stream"
-
-
-def _wait_until_running(stack, dag_id, run_id, timeout=120):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(ti["state"] == "running" for ti in stack.task_instances(dag_id, run_id)):
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"no task of {dag_id} started within {timeout} s")
 
 
 @pytest.mark.long  # ~6.5 min here (13 spark-submits); the same four modes on the session backend: test_e2e_session.py
@@ -138,6 +80,11 @@ def _argv(pid):
         return None
 
 
+# long: ~1.5 min with this module's stack, which no other test of `make test` needs. Its parts have cheaper
+# siblings there: a killed spark-submit's attempt and processes (tests/spark/test_submit.py), a killed region
+# attempt retried with the sink exact (tests/spark/test_connect.py, test_e2e_session_faults.py's killed task
+# process on the session backend, Airflow's retry and every slot back).
+@pytest.mark.long
 def test_a_killed_spark_driver_fails_its_attempt_and_the_retry_leaves_the_sink_exact(stack, orders_reference):
     """kill -9 of the Spark driver JVM of a running region attempt (the example job as one region; the
     Airflow task process lives on): the attempt is recorded as failed, killed by SIGKILL, Airflow's retry

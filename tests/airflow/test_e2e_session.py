@@ -1,12 +1,14 @@
 """The session backend through Airflow: region tasks run as client sessions on the host's long-lived
 Spark Connect server (started by the embedded stack, as `regionflow session start` would), give the
-reference checksum in every mode, a server that does not answer fails the task at once as a lost
-host, and fifty runs leave no partition on disk. One stack for the module."""
+reference checksum in every mode, the pool's scheduling holds through Airflow (FIFO, no starvation, a
+region bigger than the cluster fails at once), a server that does not answer fails the task at once as a
+lost host, and run after run leaves no partition on disk. One stack for the module."""
 import glob
 import json
 import os
 import re
 import shutil
+import time
 
 import pytest
 from e2e_runs import DAGS, MODES, run, task_log_file, times
@@ -32,6 +34,7 @@ def stack(tmp_path_factory):
     os.makedirs(dags)
     shutil.copy(os.path.join(DAGS, "rf_modes.py"), dags / "rf_modes.py")
     shutil.copy(os.path.join(DAGS, "rf_disk.py"), dags / "rf_disk.py")
+    shutil.copy(os.path.join(DAGS, "rf_scheduling.py"), dags / "rf_scheduling.py")
     shutil.copy(os.path.join(SESSION_DAGS, "rf_early_shards.py"), dags / "rf_early_shards.py")
     shutil.copy(os.path.join(SESSION_DAGS, "rf_adaptive.py"), dags / "rf_adaptive.py")
     options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session",
@@ -66,6 +69,65 @@ def test_every_mode_gives_the_reference_checksum_on_the_session_backend(stack, o
     some_task = stack.task_instances("orders_all_blocking", runs["orders_all_blocking"])[0]
     log = stack.task_log("orders_all_blocking", runs["orders_all_blocking"], some_task["task_id"], 1)
     assert "on sc://127.0.0.1:" in log  # the attempt's own lines reach the task log
+
+
+# The pool's scheduling through Airflow on this 4-slot cluster (rf_scheduling.py): FIFO per run, no
+# starvation, regions bigger than the cluster failing at once.
+
+def test_region_bigger_than_cluster_fails_at_once_with_the_pools_message(stack):
+    run_id = run(stack, "too_big")
+    assert stack.wait_for_run("too_big", run_id, timeout=300) == "failed"
+    (ti,) = stack.task_instances("too_big", run_id)
+    assert ti["state"] == "failed" and ti["start_date"] is None or ti["end_date"] is not None
+    log = stack.task_log("too_big", run_id, ti["task_id"], max(ti["try_number"], 1), ti["map_index"])
+    assert "needs 5 slots" in log and "4 slots" in log, log[-2000:]
+
+
+def test_a_run_whose_later_region_is_bigger_than_the_cluster_fails_at_its_start(stack):
+    """FLIP-138 per run: the first region task declares the run; its 5-slot second region can never
+    run on 4 slots, so the first task fails when it is queued, before any Spark work."""
+    run_id = run(stack, "too_big_later")
+    assert stack.wait_for_run("too_big_later", run_id, timeout=300) == "failed"
+    states = {ti["task_id"]: ti for ti in stack.task_instances("too_big_later", run_id)}
+    assert {task: ti["state"] for task, ti in states.items()} == {"source": "failed",
+                                                                  "spread__count": "upstream_failed"}
+    log = stack.task_log("too_big_later", run_id, "source", max(states["source"]["try_number"], 1))
+    assert "this DAG run can never finish on this cluster" in log, log[-2000:]
+    assert "region 'too_big_later.spread__count[0]" in log and "needs 5 slots" in log and "4 slots" in log
+    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
+    assert store.attempts("too_big_later", run_id) == []  # no Spark work was done
+
+
+def test_two_runs_each_needing_the_whole_cluster_both_complete_oldest_first(stack):
+    first = run(stack, "whole_cluster")
+    second = stack.trigger("whole_cluster")
+    assert stack.wait_for_run("whole_cluster", first, timeout=900) == "success"
+    assert stack.wait_for_run("whole_cluster", second, timeout=900) == "success"
+    (start_1, end_1, _), = times(stack, "whole_cluster", first).values()
+    (start_2, end_2, _), = times(stack, "whole_cluster", second).values()
+    assert end_1 <= start_2, "the second run's region started while the first held the whole cluster"
+
+
+def test_big_region_starts_before_a_stream_of_one_slot_tasks_ends(stack):
+    stream_run = run(stack, "stream")
+    stack.wait_for_dag("big_after_stream")
+    stack.unpause("big_after_stream")
+    _wait_until_running(stack, "stream", stream_run)
+    big_run = stack.trigger("big_after_stream")
+    assert stack.wait_for_run("big_after_stream", big_run, timeout=900) == "success"
+    assert stack.wait_for_run("stream", stream_run, timeout=900) == "success"
+    (big_start, _, _), = times(stack, "big_after_stream", big_run).values()
+    stream_starts = [start for start, _, _ in times(stack, "stream", stream_run).values()]
+    assert big_start < max(stream_starts), "the 4-slot region waited for the whole stream"
+
+
+def _wait_until_running(stack, dag_id, run_id, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(ti["state"] == "running" for ti in stack.task_instances(dag_id, run_id)):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no task of {dag_id} started within {timeout} s")
 
 
 def test_an_adaptive_vertex_is_decided_again_when_its_region_task_is_granted(stack):
@@ -119,16 +181,18 @@ def test_a_server_that_does_not_answer_fails_the_task_at_once_as_a_lost_host(sta
     assert stack.wait_for_run("orders_all_pipelined", run_id, timeout=300) == "success"
 
 
-# ~4 min here (issue 16: fifty runs of a blocking job leave no partition on disk), in the default suite
-def test_fifty_runs_leave_no_partition_and_gc_lists_exactly_a_planted_orphan(stack, capsys):
-    """Partitions are released in the Airflow path run after run (partition_retention = 0): fifty runs
+# Issue 16's fifty runs took ~4 min here: `make test` runs twelve (~1 min; what stays of a run is compared
+# across all of them, so anything that grows run after run shows from the second), `make test-long` fifty.
+@pytest.mark.parametrize("runs", [12, pytest.param(50, marks=pytest.mark.long)])
+def test_runs_leave_no_partition_and_gc_lists_exactly_a_planted_orphan(stack, capsys, runs):
+    """Partitions are released in the Airflow path run after run (partition_retention = 0): `runs` runs
     of a two-region blocking job, triggered at once (they queue in the FIFO pool), all succeed and leave
     no partition dataset and no attempt dir; what stays of a run is its sink and manifests, the same for
     every run, so the data dir grows by the sinks alone. `regionflow gc --dry-run` then finds nothing to
     remove among them, and lists exactly the orphaned attempt dir planted into one finished run."""
     stack.wait_for_dag("disk_runs")
     stack.unpause("disk_runs")
-    run_ids = [stack.trigger("disk_runs") for _ in range(50)]
+    run_ids = [stack.trigger("disk_runs") for _ in range(runs)]
     for run_id in run_ids:
         assert stack.wait_for_run("disk_runs", run_id, timeout=900) == "success", run_id
     data_dir = stack.regionflow_options["data_dir"]

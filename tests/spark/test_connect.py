@@ -324,6 +324,11 @@ def test_a_killed_session_attempt_is_retried_and_the_sink_is_still_exact(server,
     assert files[0] == "_regionflow_sink.json" and files[1:] in (["part-00000.parquet"],
                                                                  ["part-00000.parquet", "part-00001.parquet"])
     assert serves(server)  # the kill left the server up and serving
+    leftovers = os.path.join(str(tmp_path), runner.run_id, "_attempts")
+    assert not any(files for _, _, files in os.walk(leftovers)), "the killed attempt left files behind"
+    units_dir = os.path.join(str(tmp_path), runner.run_id, "units")
+    for unit in os.listdir(units_dir):  # every committed unit whole: its marker and its manifest
+        assert {"_SUCCESS", "_manifest.json"} <= set(os.listdir(os.path.join(units_dir, unit))), unit
 
 
 ORPHAN_CLIENT = """

@@ -60,6 +60,10 @@ def test_every_mode_gives_the_reference_checksum(mode, slots, reference, tmp_pat
         assert next(u for u in summary.units if u.name.startswith("totals")).slots == 3
 
 
+# long: ~1.8 min here (a spark-submit per unit, one of them twice). Its cheaper sibling in `make test`:
+# test_connect.py's killed session attempt, retried, the sink still exact (the same commit protocol, the
+# partition store's, on the session backend); a killed spark-submit's processes: test_submit.py.
+@pytest.mark.long
 def test_killed_mid_write_is_retried_and_no_partial_output_is_ever_visible(reference, tmp_path):
     job = "rf_test_jobs:slow_job"
     plan = Plan(load_job(job), "pointwise-pipelined-only")

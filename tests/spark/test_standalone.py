@@ -351,7 +351,7 @@ def _held_tasks(hold_dir: str) -> set[int]:
 
 
 @pytest.mark.timeout(420)
-def test_a_worker_killed_mid_stage_leaves_the_region_exact(tmp_path, monkeypatch):
+def test_a_worker_killed_mid_stage_leaves_the_region_exact(tmp_path, monkeypatch, event_servers):
     """A dedicated cluster of two 1-core, 1 GiB workers; hosts w1 and w2 share its master, so the region's
     2-slot grant is one application with an executor on each worker. While both executors hold a task of
     the stage that writes the sink, kill -9 worker-1's whole process tree (the worker JVM, its executor
@@ -361,6 +361,7 @@ def test_a_worker_killed_mid_stage_leaves_the_region_exact(tmp_path, monkeypatch
     nothing half-written visible and no attempt output left outside the committed unit."""
     from rf_test_jobs import HOLD_DIR_VARIABLE, HOLD_RELEASE
 
+    from regionflow.spark.servers.client_env import no_client_marks
     from regionflow.units.runner import run_reference
 
     job = "rf_test_jobs:held_spread_job"
@@ -371,9 +372,11 @@ def test_a_worker_killed_mid_stage_leaves_the_region_exact(tmp_path, monkeypatch
     reference_hold.mkdir()
     (reference_hold / HOLD_RELEASE).touch()  # the reference run does not hold
     monkeypatch.setenv(HOLD_DIR_VARIABLE, str(reference_hold))
-    reference = run_reference(job, Plan(load_job(job), "all-pipelined"),
-                              RunOptions(data_dir=str(tmp_path / "reference"), cluster=Cluster.local_default(2),
-                                         progress=None, backend="submit", job_conf=conf))
+    servers, _ = event_servers  # the plain run in a client session of the session's server (a spark-submit: ~25 s)
+    with no_client_marks():
+        reference = run_reference(job, Plan(load_job(job), "all-pipelined"),
+                                  RunOptions(data_dir=str(tmp_path / "reference"), cluster=servers.cluster,
+                                             progress=None, servers=servers))
 
     hold = tmp_path / "hold"
     hold.mkdir()
