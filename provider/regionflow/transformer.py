@@ -40,6 +40,7 @@ from .core.modes import ExchangeMode
 from .core.plan import Plan
 from .core.registry import register_job
 from .core.resources import ResourceProfile
+from .core.templates import vertex_templates
 from .operators.region import RegionOperator
 from .operators.vertex import SparkVertexOperator
 from .scheduling.fit import misfits
@@ -225,9 +226,11 @@ def _waiting_regions(plan: Plan, layout: UnitLayout, upstream: dict[int, set[int
 
 
 def _region_task(dag, plan: Plan, logical: int, slots: RegionSlots, shards_limit: int, executor: str | None):
+    names = [plan.topology.vertex_names[v] for v in plan.region_set.logical[logical].vertices]
     arguments = dict(task_id=plan.region_task_id(logical), dag=dag, mode=plan.mode.value, logical=logical,
                      max_shards=shards_limit, executor_config=to_executor_config(slots),
-                     weight_rule="absolute", priority_weight=1)
+                     weight_rule="absolute", priority_weight=1,
+                     vertex_templates=vertex_templates(plan.graph, sorted(names)))
     if slots.waits_for_inputs:
         # its shards start once any upstream shard succeeded, then defer until their own inputs are committed
         arguments.update(waits_for_inputs=True, trigger_rule="one_success")

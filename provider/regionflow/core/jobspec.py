@@ -72,8 +72,8 @@ def _reference(value: str) -> str | None:
 
 
 SINK = Model("sink", "where a sink vertex's output goes, written through regionflow's committer", (
-    Field("path", "string", "the output directory: absolute, a URI, or relative to the data dir's sinks/",
-          required=True, non_empty=True),
+    Field("path", "string", "the output directory: absolute, a URI, or relative to the data dir's sinks/; a "
+          "Jinja template rendered per run ({{ ds }}, {{ params.x }}, ...)", required=True, non_empty=True),
     Field("format", "string", "the output format", choices=SINK_FORMATS),
 ))
 
@@ -99,11 +99,12 @@ VERTEX = Model("vertex", "one step of the job, run as `parallelism` subtasks", (
     Field("slot_sharing_group", "string", "vertices of one group may share a slot", non_empty=True),
     Field("fn", "string", "the vertex function, 'package.module:function' (in Python also a callable)",
           non_empty=True, check=_reference),
-    Field("sink", ("string", SINK), "the sink's output directory, or {path, format}", non_empty=True),
+    Field("sink", ("string", SINK), "the sink's output directory, or {path, format}; a Jinja template rendered "
+          "per run (core.templates.TEMPLATED_FIELDS)", non_empty=True),
     Field("external_writes", "boolean", "the function itself writes outside regionflow's committer (a database, "
           "an API): its region is never speculated, as a second attempt would write again"),
     Field("reads", ("string", "array", "null"), "input paths the function reads, checked before any Spark work "
-          "(null: none)", items="string", non_empty=True),
+          "(null: none); Jinja templates rendered per run, seen as ctx.reads", items="string", non_empty=True),
     Field("target_bytes_per_subtask", "integer", "adaptive vertices only: when its unit starts, the parallelism is "
           "at most ceil(bytes the unit reads from blocking partitions / this), never below min", minimum=1),
 ), rules=(_bytes_target_needs_range,))

@@ -3,7 +3,9 @@ regions) = one Spark attempt, sized to the slots the RegionExecutor granted it.
 
 The unit-run service (`regionflow.units`) does the work: it opens the unit, places it on the try's grant,
 runs one attempt on the configured backend and settles it. This operator keeps Airflow's part: the
-context, the deferral of a task that `waits_for_inputs` (`InputsCommittedTrigger`, until the producer
+context and its run's values (`RunContext`, with the vertices' templated fields, ``vertex_templates``, as
+Airflow rendered them: a template that fails to render fails the task before any Spark work, naming the
+vertex and the field), the deferral of a task that `waits_for_inputs` (`InputsCommittedTrigger`, until the producer
 units its shard reads have committed), the task log, and `on_kill`, which cancels the attempt. Run by
 another executor (or `airflow tasks test`), the unit uses the first host with as many slots as it asks for.
 """
@@ -21,6 +23,7 @@ from ..config import RegionflowConfig
 from ..contract import is_inputs_gate
 from ..core.errors import RegionflowError
 from ..core.run_context import RunContext
+from ..core.templates import Rendered, TemplateError, checked
 from ..spark.launch.attempt import Attempt
 from ..spark.launch.watch import DEFAULT_WATCH_INTERVAL_S
 from ..store import RegionflowStore
@@ -54,11 +57,16 @@ def supervised_log(write: Callable[[str], None]) -> Callable[[str], None]:
 class RegionOperator(BaseOperator):
     ui_color = "#cfe8f7"
     shallow_copy_attrs = (JOB_ATTRIBUTE,)  # a copied task (partial_subset) gets a shallow copy of the graph
+    # {vertex: {"sink": template, "reads": [templates]}} of the region's vertices (`core.templates`): Airflow
+    # renders them with the DAG's Jinja environment when the task runs (shown in its Rendered Template view)
+    template_fields = ("vertex_templates",)
+    template_fields_renderers = {"vertex_templates": "json"}
 
     def __init__(self, *, mode: str, logical: int, max_shards: int, shard: int = 0,
                  watch_interval: float = DEFAULT_WATCH_INTERVAL_S, waits_for_inputs: bool = False,
-                 **kwargs: Any) -> None:
+                 vertex_templates: Rendered | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.vertex_templates = vertex_templates or {}
         self.waits_for_inputs = waits_for_inputs
         self.watch_interval = watch_interval
         self.mode = mode
@@ -72,7 +80,8 @@ class RegionOperator(BaseOperator):
         dag, ti, run_id = context["dag"], context["ti"], context["run_id"]
         service = UnitRunService(config, RegionflowStore.from_config(config.store_url), self.log)
         opened = self.open_unit(dag, run_id, config)
-        opened.bind(RunContext.from_airflow(context), {})  # once per try: its attempt and any copy see these
+        rendered = checked(opened.source.graph, self.vertex_templates)  # an empty or escaping sink is refused
+        opened.bind(RunContext.from_airflow(context), rendered)  # once per try: its attempt and any copy see these
         ref = TryRef(dag.dag_id, run_id, ti.task_id, ti.map_index, ti.id, ti.try_number)
         if self.waits_for_inputs:
             self._defer_until_inputs(opened, service.store, ref)
@@ -111,6 +120,24 @@ class RegionOperator(BaseOperator):
                                          dag_id=ref.dag_id, run_id=ref.run_id,
                                          producers=[p.to_list() for p in producers])
         self.defer(trigger=trigger, method_name="execute_ready", kwargs={"unit": opened.name})
+
+    def _do_render_template_fields(self, parent: Any, template_fields: Any, context: Any, jinja_env: Any,
+                                   seen_oids: set[int]) -> None:
+        """Airflow's rendering; when ``vertex_templates`` fails, the error names the vertex and the field."""
+        try:
+            super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+        except Exception as error:
+            if parent is not self or "vertex_templates" not in template_fields:
+                raise
+            for vertex, fields in self.vertex_templates.items():
+                for name, template in fields.items():
+                    try:
+                        self.render_template(template, context, jinja_env, set())
+                    except Exception as culprit:  # noqa: BLE001 - reported with the vertex and field it is about
+                        raise TemplateError(
+                            f"region task {self.task_id}: vertex {vertex!r} field {name!r} (vertex_templates): "
+                            f"template {template!r} did not render: {type(culprit).__name__}: {culprit}") from error
+            raise
 
     def _keep(self, attempt: Attempt) -> None:
         self._attempt = attempt

@@ -21,6 +21,7 @@ from airflow.sdk import BaseOperator
 from ..core.errors import JobGraphError, ResourceError
 from ..core.graph import Distribution, Exchange, Sink, reads_of, sink_of
 from ..core.resources import UNKNOWN, ResourceProfile
+from ..core.templates import TEMPLATED_FIELDS
 from ..scheduling.speculation_policy import parse_switch
 
 
@@ -97,9 +98,14 @@ class SparkVertexOperator(BaseOperator):
     `parallelism` subtasks, or ``parallelism=(min, max)``: adaptive, decided at parse time from the
     cluster's slots and again when its unit starts, from the slots granted and, with
     `target_bytes_per_subtask`, the bytes it reads (`regionflow.core.adaptive`). Resources are per
-    subtask (cpu, heap_mib, off_heap_mib, managed_mib, extended such as gpu)."""
+    subtask (cpu, heap_mib, off_heap_mib, managed_mib, extended such as gpu).
+
+    ``sink`` and ``reads`` are templated fields (``sink="orders/ds={{ ds }}"``): a vertex operator never runs,
+    so `regionflow.transform` hands their templates to the region task that runs the vertex, as its own
+    templated field ``vertex_templates``, which Airflow renders when that task runs."""
 
     ui_color = "#fde9c4"
+    template_fields = TEMPLATED_FIELDS
 
     def __init__(self, *, parallelism: int | tuple[int, int], fn: Callable[..., Any] | str,
                  resources: ResourceProfile | dict | None = None, slot_sharing_group: str | None = None,
