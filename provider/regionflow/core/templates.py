@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import RegionflowError
-from .graph import JobGraph, Sink
+from .graph import JobGraph, Sink, Vertex
+from .run_context import RunContext
 
 TEMPLATED_FIELDS = ("sink", "reads")
 Rendered = dict[str, dict[str, Any]]  # vertex -> field -> rendered value
@@ -81,10 +82,18 @@ def _sink_path(vertex: str, template: str, path: Any) -> str:
     return normal
 
 
+def sink_claim(vertex: Vertex, context: RunContext) -> dict[str, Any]:
+    """How a run claims the vertex's sink path (`SinkCommitter`): per run when its sink is a template, and
+    with the run's logical date (a fixed sink keeps the newest date's output)."""
+    logical = context.logical_date
+    return {"per_run": bool(vertex.sink and is_template(vertex.sink.path)),
+            "logical_date": logical.isoformat() if logical else None}
+
+
 def rendered_value(rendered: Mapping[str, Mapping[str, Any]] | None, vertex: str, name: str) -> Any:
     """The rendered `name` of `vertex`, or None when none was rendered."""
     return ((rendered or {}).get(vertex) or {}).get(name)
 
 
-__all__ = ["TEMPLATED_FIELDS", "Rendered", "TemplateError", "checked", "is_template", "rendered_value",
+__all__ = ["TEMPLATED_FIELDS", "Rendered", "TemplateError", "checked", "is_template", "rendered_value", "sink_claim",
            "vertex_templates"]

@@ -13,7 +13,7 @@ from ..config import RegionflowConfig
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
 from ..core.run_context import RunContext
-from ..core.templates import Rendered
+from ..core.templates import Rendered, sink_claim
 from ..localfiles import write_json_atomically
 from ..spark.data.descriptors import DescriptorCache
 from ..spark.data.sinks import SinkCommitter
@@ -121,7 +121,7 @@ class OpenedUnit:
             if vertex.sink:
                 path = resolve_sink_path(vertex, self.config.data_dir, self.rendered)
                 committer = SinkCommitter(path, plan.graph.name, self.partitions.run_id, vertex=name,
-                                          data_dir=self.config.data_dir)
+                                          data_dir=self.config.data_dir, **sink_claim(vertex, self.context))
                 committer.check_target()
                 committer.claim()
 

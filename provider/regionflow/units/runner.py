@@ -24,7 +24,7 @@ from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
 from ..core.run_context import RunContext
-from ..core.templates import checked, rendered_value, vertex_templates
+from ..core.templates import checked, rendered_value, sink_claim, vertex_templates
 from ..scheduling.elastic import elastic_bulk
 from ..scheduling.errors import SchedulingError
 from ..scheduling.fit import misfits
@@ -122,8 +122,8 @@ class LocalRunner:
             vertex.resolve_fn()
             _check_reads(vertex, rendered_value(self.rendered, vertex.name, "reads"))
         committers = [SinkCommitter(resolve_sink_path(v, self.options.data_dir, self.rendered), self.plan.graph.name,
-                                    self.run_id,
-                                    vertex=v.name, data_dir=self.options.data_dir)
+                                    self.run_id, vertex=v.name, data_dir=self.options.data_dir,
+                                    **sink_claim(v, self.context))
                       for v in self.plan.graph.vertices.values() if v.sink]
         for committer in committers:
             committer.check_target()

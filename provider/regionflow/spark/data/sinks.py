@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .filesystems import FileSystem, PartitionStoreError, filesystem_for, join, read_json, write_atomically
+from .sink_swap import publishing, replace_files, same_file
 from .store import SINK_MARKER, SINK_STAGING, SUBTASK_COLUMN, vertex_component
 
 
@@ -23,17 +24,30 @@ class SinkConflictError(PartitionStoreError):
 class SinkCommitter:
     """Publishes a sink vertex's committed output into a user path, whole files only, each once.
 
-    The path belongs to one job, recorded in its ``_regionflow_sink.json`` marker. A new run of the same
-    job (the daily DAG writing to a fixed path) replaces the previous run's files when it claims the
-    path, like Spark's overwrite mode; another job's path, or a non-empty path regionflow did not
-    write, is refused before any Spark work. Spark readers skip names starting with '_' or '.', so the
-    marker and the hidden temp files never show up as data. A refusal suggests deleting the path only
-    when it lies inside regionflow's `data_dir` (a relative sink path); for any other path it suggests
-    choosing another sink path, never deleting a directory regionflow does not own.
+    The path belongs to one job and run, recorded in its ``_regionflow_sink.json`` marker (with the run's
+    logical date, and whether the path is rendered per run). Which run may write it:
+
+    - the same run again (a retry, a cleared task, a speculative copy): yes; it republishes the run's
+      committed files, and where a file differs from what the path holds (the unit was computed again),
+      the path's files are replaced all at once (`sink_swap`: readers see the old files or the new);
+    - another run, when the path is rendered per run (a templated sink such as ``totals/ds={{ ds }}``): no,
+      refused naming both runs, before any Spark work: two runs of a job never write one per-run path;
+    - another run, when the sink is fixed (not templated): the path holds the newest logical date's output.
+      A run of the same or a later logical date (or either without one) replaces the previous run's files
+      when it claims the path, like Spark's overwrite mode; a run of an older logical date (a backfill after
+      a newer run) is refused naming both runs, as it would put older data over newer. Two such runs at
+      once never interleave files: the earlier one's publication is refused once the later one claimed.
+
+    Another job's path, or a non-empty path regionflow did not write, is refused before any Spark work.
+    Spark readers skip names starting with '_' or '.', so the marker and the hidden temp files never show
+    up as data. A refusal suggests deleting the path only when it lies inside regionflow's `data_dir` (a
+    relative sink path); for any other path it suggests choosing another sink path, never deleting a
+    directory regionflow does not own.
     """
 
     def __init__(self, path: str, job_id: str, run_id: str, fs: FileSystem | None = None, *,
-                 vertex: str | None = None, spark: Any = None, data_dir: str | None = None) -> None:
+                 vertex: str | None = None, spark: Any = None, data_dir: str | None = None,
+                 per_run: bool = False, logical_date: str | None = None) -> None:
         if not path:
             raise PartitionStoreError(f"job {job_id!r} has a sink with an empty output path; give the sink a path")
         self.path = path.rstrip("/") or path
@@ -41,6 +55,8 @@ class SinkCommitter:
         self.run_id = run_id
         self.vertex = vertex
         self.data_dir = data_dir
+        self.per_run = per_run  # the path is rendered per run (a templated sink)
+        self.logical_date = logical_date  # the run's logical date (ISO), None without one
         self.fs: FileSystem = fs if fs is not None else filesystem_for(path, spark)
         self.marker_path = join(self.path, SINK_MARKER)
 
@@ -71,8 +87,8 @@ class SinkCommitter:
             )
 
     def claim(self) -> list[str]:
-        """Make the path this run's: remove an older run's files of the same job, then write the marker.
-        Idempotent within a run. Returns the names removed."""
+        """Make the path this run's (see the class docstring for which run may): remove an older run's files
+        of a fixed sink, then write the marker. Idempotent within a run. Returns the names removed."""
         self.check_target()
         self.fs.mkdirs(self.path)
         marker = self._marker()
@@ -80,15 +96,36 @@ class SinkCommitter:
         if marker is not None and marker.get("run") == self.run_id:
             return removed
         if marker is not None:
+            self._check_replaces(marker)
             # the old files go before the marker flips, so a crash in between never leaves them
             # behind a marker that says they belong to this run
             keep = {SINK_MARKER, f".{SINK_MARKER}.crc"}  # the marker and Hadoop's checksum of it
             removed = [name for name in self.fs.list_dir(self.path) if name not in keep]
             for name in removed:
                 self.fs.delete(join(self.path, name))
-        record = {"job": self.job_id, "run": self.run_id, "vertex": self.vertex, "claimed_at": time.time()}
+        record = {"job": self.job_id, "run": self.run_id, "vertex": self.vertex, "claimed_at": time.time(),
+                  "logical_date": self.logical_date, "per_run": self.per_run}
         write_atomically(self.fs, self.marker_path, json.dumps(record, sort_keys=True).encode("utf-8"), replace=True)
         return removed
+
+    def _check_replaces(self, marker: dict[str, Any]) -> None:
+        """Raise SinkConflictError when this run may not take the path over from the marker's run."""
+        theirs = f"run {marker.get('run')!r}" + (f" (logical date {marker['logical_date']})"
+                                                   if marker.get("logical_date") else "")
+        ours = f"run {self.run_id!r}" + (f" (logical date {self.logical_date})" if self.logical_date else "")
+        if self.per_run or marker.get("per_run"):
+            raise SinkConflictError(
+                f"sink path {self.path} of vertex {self.vertex!r} holds the output of {theirs} of job {self.job_id!r}, "
+                f"and {ours} renders the same path: two runs never share a per-run sink path (their files would "
+                f"mix); render a distinct path per run (e.g. {{{{ ds }}}} or {{{{ run_id }}}} in the template), or "
+                f"{self._remedy()} to run it again")
+        older = self.logical_date and marker.get("logical_date") and \
+            _instant(self.logical_date) < _instant(str(marker["logical_date"]))
+        if older:
+            raise SinkConflictError(
+                f"sink path {self.path} of vertex {self.vertex!r} is a fixed sink holding the output of {theirs}; "
+                f"{ours} is older and would replace newer output with older: template the sink by the logical "
+                f"date (e.g. 'path/ds={{{{ ds }}}}') to keep one partition per date, or {self._remedy()}")
 
     def _marker(self) -> dict[str, Any] | None:
         try:
@@ -123,14 +160,24 @@ class SinkCommitter:
 
     def publish(self, committed_unit_dir: str, vertex: str, subtasks: Iterable[int]) -> list[str]:
         """Link each subtask's staged file into the sink path as ``part-{subtask:05d}.parquet`` unless it
-        is there already. Returns the paths this call published; publishing again publishes nothing."""
+        is there already. A file there that differs (this run's unit computed again) is replaced, all such
+        files of this call at once (`sink_swap.replace_files`). Returns the paths this call published;
+        publishing the same files again publishes nothing."""
         self._check_owner()
-        published = []
-        for subtask in subtasks:
-            source = self._staged_file(self.staging_dir(committed_unit_dir, vertex, subtask), vertex, subtask)
-            target = join(self.path, self.part_name(subtask))
-            if self.fs.publish_file(source, target):
-                published.append(target)
+        published: list[str] = []
+        replacements: dict[str, str] = {}
+        with publishing(self.fs, self.path):
+            for subtask in subtasks:
+                source = self._staged_file(self.staging_dir(committed_unit_dir, vertex, subtask), vertex, subtask)
+                target = join(self.path, self.part_name(subtask))
+                if self.fs.publish_file(source, target):
+                    published.append(target)
+                elif not same_file(self.fs, source, target):
+                    replacements[self.part_name(subtask)] = source
+            if replacements:
+                self._check_owner()
+                replace_files(self.fs, self.path, replacements)
+                published += [join(self.path, name) for name in sorted(replacements)]
         return published
 
     def _check_owner(self) -> None:
@@ -154,6 +201,14 @@ class SinkCommitter:
 
     def __repr__(self) -> str:
         return f"SinkCommitter({self.path!r}, job={self.job_id!r}, run={self.run_id!r})"
+
+
+def _instant(text: str) -> float:
+    """An ISO datetime as a POSIX time, so dates in different zones compare (naive: UTC)."""
+    from datetime import UTC, datetime
+
+    value = datetime.fromisoformat(text)
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
 
 
 def _inside(path: str, directory: str) -> bool:
