@@ -73,12 +73,11 @@ def test_the_components_killed_mid_run_leave_the_run_exact(stack, orders_referen
     store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
     run_id = run(stack, DAG_ID)
     running_attempt(store, run_id, "orders")
-    components = ("api-server", "dag-processor", "triggerer")  # the api-server first back: the others' health
+    components = ("dag-processor", "triggerer", "api-server")
     for component in components:
         stack.kill(component)
     time.sleep(5)  # the run goes on without them meanwhile (its task processes wait for the api-server)
-    for component in components:
-        stack.revive(component)
+    stack.revive(*components)
 
     assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success"
     assert wait_until(lambda: all(g.state.value == "released" for g in store.grants(DAG_ID, run_id)), 60), \

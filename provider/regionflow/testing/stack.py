@@ -422,19 +422,21 @@ class EmbeddedAirflow(AirflowRestClient):
         self._running = [c for c in self._running if c is not victim]
         return victim.process.pid
 
-    def revive(self, component: str, timeout: float = DEFAULT_START_TIMEOUT_S) -> int:
-        """Start one more `component` (after `kill`, say), as a supervisor would restart a crashed one;
-        returns its pid once the stack is healthy again."""
-        if component not in KNOWN_COMPONENTS:
-            raise EmbeddedAirflowError(f"unknown component {component!r}; choose from {list(KNOWN_COMPONENTS)}")
-        if component == "api-server" and any(c.name == component for c in self._running):
+    def revive(self, *components: str, timeout: float = DEFAULT_START_TIMEOUT_S) -> list[int]:
+        """Start one more of each of `components` (after `kill`, say), as a supervisor would restart crashed
+        ones; returns their pids once the stack is healthy again. Components killed together are revived
+        together: the api-server's health answer counts the dag-processor's and triggerer's heartbeats."""
+        for component in components:
+            if component not in KNOWN_COMPONENTS:
+                raise EmbeddedAirflowError(f"unknown component {component!r}; choose from {list(KNOWN_COMPONENTS)}")
+        if "api-server" in components and any(c.name == "api-server" for c in self._running):
             raise EmbeddedAirflowError(f"the api-server already runs in the embedded Airflow in {self.home}")
-        if component == "api-server":
+        if "api-server" in components:
             self.close_client()  # its connections went with the old server
-        revived = self._spawn(component)
-        self._running.append(revived)
+        revived = [self._spawn(component) for component in components]
+        self._running.extend(revived)
         self._wait_until_healthy(time.monotonic() + timeout, timeout)
-        return revived.process.pid
+        return [component.process.pid for component in revived]
 
     def _spawn(self, component: str, env: Mapping[str, str] | None = None) -> _Component:
         log_path = self.log_path(component)
