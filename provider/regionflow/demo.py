@@ -2,9 +2,10 @@
 
 Starts Airflow on SQLite (api-server, scheduler, dag-processor, triggerer on 127.0.0.1) with the
 RegionExecutor and local Spark (one Spark Connect server per host; ``--backend submit``: none),
-triggers ``orders_daily``, waits, prints each region task's state and timing and the sink's row count
-and checksum (and whether it equals the plain PySpark reference when one is given), and stops
-everything it started.
+triggers ``orders_daily`` for two logical dates (``--dates``; a daily DAG: each run writes its own
+``ds=`` partition), waits, prints each region task's state and timing and each run's sink partition with
+its row count and checksum (compare each with ``regionflow run regionflow.examples.orders:daily
+--reference --logical-date DATE``), and stops everything it started.
 
     python -m regionflow.demo [--home DIR] [--dags-folder dags] [--slots 3] [--reference-checksum HEX]
 """
@@ -32,12 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("session", "submit"), default="session",
                         help="[regionflow] backend: session starts one Spark Connect server per host with Airflow")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--dates", nargs="+", default=["2026-01-01", "2026-01-02"],
+                        help="the logical dates of the runs to trigger (default: 2026-01-01 2026-01-02)")
     args = parser.parse_args(argv)
     shutil.rmtree(args.home, ignore_errors=True)
     data_dir = os.path.join(args.home, "regionflow-data")
     options = {"hosts": f"localhost:slots={args.slots}", "max_shards": str(args.max_shards), "data_dir": data_dir,
                "backend": args.backend}
-    stack = EmbeddedAirflow(args.home, args.dags_folder, regionflow_options=options)
+    # only the runs triggered here: no run of the daily schedule of its own when the DAG is unpaused
+    stack = EmbeddedAirflow(args.home, args.dags_folder, regionflow_options=options,
+                            extra_config={"scheduler": {"use_job_schedule": "False"}})
     started = time.monotonic()
     print(f"starting Airflow in {args.home} (RegionExecutor, {args.slots} slots, {args.backend} backend) ...",
           flush=True)
@@ -47,13 +52,15 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         stack.wait_for_dag(DAG_ID)
         stack.unpause(DAG_ID)
-        run_id = stack.trigger(DAG_ID)
-        print(f"triggered {DAG_ID} run {run_id}; waiting ...", flush=True)
-        state = stack.wait_for_run(DAG_ID, run_id, timeout=args.timeout)
-        print_task_instances(stack.task_instances(DAG_ID, run_id))
-        print(f"\nDAG run {run_id}: {state}")
-        if state == "success":
-            print_sinks(os.path.join(args.dags_folder, f"{DAG_ID}.py"), data_dir, run_id, args.max_shards)
+        runs = {stack.trigger(DAG_ID, logical_date=f"{day}T00:00:00+00:00"): day for day in args.dates}
+        print(f"triggered {DAG_ID} runs {', '.join(runs)}; waiting ...", flush=True)
+        states = {run_id: stack.wait_for_run(DAG_ID, run_id, timeout=args.timeout) for run_id in runs}
+        for run_id, state in states.items():
+            print(f"\nDAG run {run_id} (logical date {runs[run_id]}): {state}")
+            print_task_instances(stack.task_instances(DAG_ID, run_id))
+            if state == "success":
+                print_sinks(os.path.join(args.dags_folder, f"{DAG_ID}.py"), data_dir, run_id, args.max_shards)
+        state = "success" if all(s == "success" for s in states.values()) else "failed"
     print("stopped Airflow")
     return 0 if state == "success" else 1
 

@@ -12,6 +12,7 @@ mode and in the plain reference run.
 from __future__ import annotations
 
 import os
+from datetime import date
 
 from ..core.graph import JobGraph
 
@@ -20,13 +21,28 @@ CUSTOMERS = 500
 PRODUCTS = 60
 CATEGORIES = 7
 DEFAULT_SINK = "orders/totals"  # relative: resolved under the run's data dir
+DAILY_SINK = "orders_daily/totals/ds={{ ds }}"  # one partition per logical date
+DAILY_START = date(2026, 1, 1)  # day 0 of the daily example's orders
 
 
 def generate_orders(spark, inputs, ctx):
+    return _orders(ctx.range(spark, ORDER_COUNT))
+
+
+def generate_daily_orders(spark, inputs, ctx):
+    """The orders of the run's logical date: ``ORDER_COUNT`` orders whose ids start at day x ORDER_COUNT
+    (day 0: `DAILY_START`, and a run without a logical date), so each day has its own orders."""
+    from pyspark.sql import functions as F
+
+    day = (ctx.logical_date.date() - DAILY_START).days if ctx.logical_date else 0
+    return _orders(ctx.range(spark, ORDER_COUNT).select((F.col("id") + F.lit(day * ORDER_COUNT)).alias("id")))
+
+
+def _orders(ids):
     from pyspark.sql import functions as F
 
     order_id = F.col("id")
-    return ctx.range(spark, ORDER_COUNT).select(
+    return ids.select(
         order_id.alias("order_id"),
         (order_id * 7919 % CUSTOMERS).alias("customer_id"),
         (order_id * 104729 % PRODUCTS).alias("product_id"),
@@ -52,6 +68,15 @@ def clean_orders(spark, inputs, ctx):
         "order_id", "customer_id", "product_id",
         (F.col("quantity") * F.col("unit_price_cents")).alias("amount_cents"),
     )
+
+
+def clean_daily_orders(spark, inputs, ctx):
+    """`clean_orders`, keeping the orders of at least ``params.min_quantity`` items (default 1: every
+    order that was not cancelled); a run's conf overrides it (``{"min_quantity": 3}``)."""
+    from pyspark.sql import functions as F
+
+    minimum = int(ctx.params.get("min_quantity", 1))
+    return clean_orders(spark, {"orders": inputs["orders"].where(F.col("quantity") >= minimum)}, ctx)
 
 
 def enrich_orders(spark, inputs, ctx):
@@ -89,6 +114,17 @@ def build_job(sink: str = DEFAULT_SINK, orders_parallelism: int = 4, name: str =
 
 
 job = build_job()
+
+
+def daily_job(sink: str = DAILY_SINK) -> JobGraph:
+    """The job of ``dags/orders_daily.py`` (its plain reference: ``regionflow run
+    regionflow.examples.orders:daily --reference --logical-date 2026-01-02``): the day's orders, the
+    ``min_quantity`` param, a sink partition per logical date."""
+    return build_job(sink=sink, name="orders_daily",
+                     functions={"orders": generate_daily_orders, "clean": clean_daily_orders})
+
+
+daily = daily_job()
 
 
 def scaled_job() -> JobGraph:

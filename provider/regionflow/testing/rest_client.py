@@ -120,15 +120,16 @@ class AirflowRestClient:
         self._call("PATCH", f"/api/v2/dags/{_q(dag_id)}", json={"is_paused": paused},
                    params={"update_mask": "is_paused"})
 
-    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, run_id: str | None = None) -> str:
-        """Create a manual DAG run (logical_date null, as 3.x allows); return its run id.
+    def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, run_id: str | None = None,
+                logical_date: str | None = None) -> str:
+        """Create a manual DAG run (logical_date null unless given as ISO, as 3.x allows); return its run id.
 
         SQLite answers "database is locked" when the machine is very busy, which the api-server turns
         into a 500; the run id is fixed before the first try, so trying again cannot create a second run.
         """
         run_id = run_id or (f"manual__{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%S.%f')}"
                             f"_{uuid.uuid4().hex[:6]}")
-        body: dict[str, Any] = {"logical_date": None, "conf": dict(conf or {}), "dag_run_id": run_id}
+        body: dict[str, Any] = {"logical_date": logical_date, "conf": dict(conf or {}), "dag_run_id": run_id}
         for attempt in range(REQUEST_TRIES):
             try:
                 self._call("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", json=body)

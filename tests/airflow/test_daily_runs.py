@@ -1,0 +1,92 @@
+"""The daily example DAG (dags/orders_daily.py) through the real stack (scheduler, api-server, dag-processor,
+triggerer, RegionExecutor, session backend): an ``airflow backfill create`` of two dates writes two
+``ds=`` partitions, each equal to the plain reference run for its date, and a run triggered with a conf that
+overrides a param the job reads (``min_quantity``) writes its own partition, equal to the reference run with
+that param. One stack for the module; the references run on its Spark Connect server once the runs are done."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from regionflow.core.plan import Plan
+from regionflow.core.run_context import cli_context
+from regionflow.examples import orders
+from regionflow.spark.data.store import SINK_MARKER, run_key_for
+from regionflow.spark.servers.client_env import no_client_marks
+from regionflow.testing import EmbeddedAirflow
+from regionflow.units.dags import dag_run_outputs
+from regionflow.units.runner import RunOptions, run_reference
+
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(900)]
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DAG_ID = "orders_daily"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow-daily")
+    dags = home / "dags"
+    os.makedirs(dags)
+    shutil.copy(os.path.join(REPO, "dags", f"{DAG_ID}.py"), dags)
+    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session"}
+    # only the backfill's runs and the one triggered here: no run of the daily schedule of its own
+    with EmbeddedAirflow(str(home), str(dags), regionflow_options=options,
+                         extra_config={"scheduler": {"use_job_schedule": "False"}}) as airflow:
+        yield airflow
+
+
+def reference(stack, tmp_path_factory, day, *params):
+    """The plain PySpark run of the DAG's job for `day` (and `params`) on the stack's Spark Connect server."""
+    servers = stack.session_servers
+    options = RunOptions(data_dir=str(tmp_path_factory.mktemp("reference")), cluster=servers.cluster, progress=None,
+                         servers=servers, context=cli_context(day, None, list(params)))
+    with no_client_marks():
+        return run_reference("regionflow.examples.orders:daily", Plan(orders.daily), options).sinks["totals"]
+
+
+def test_a_backfill_and_a_run_with_conf_write_one_partition_per_date_equal_to_its_reference(stack, tmp_path_factory):
+    stack.wait_for_dag(DAG_ID)
+    stack.unpause(DAG_ID)
+    backfill = subprocess.run(
+        [sys.executable, "-m", "airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", "2026-01-01",
+         "--to-date", "2026-01-02", "--max-active-runs", "2"],
+        env=stack.child_env(), cwd=stack.home, capture_output=True, text=True, timeout=180)
+    assert backfill.returncode == 0, backfill.stdout + backfill.stderr
+    conf_run = stack.trigger(DAG_ID, conf={"min_quantity": 3}, logical_date="2026-01-03T00:00:00+00:00")
+    backfilled = [r for r in stack.dag_runs(DAG_ID) if r["run_type"] == "backfill"]
+    days = {r["dag_run_id"]: r["logical_date"][:10] for r in backfilled}
+    assert sorted(days.values()) == ["2026-01-01", "2026-01-02"], stack.dag_runs(DAG_ID)
+    days[conf_run] = "2026-01-03"
+    for run_id in days:
+        assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success", run_id
+
+    data_dir = stack.regionflow_options["data_dir"]
+    got = {}
+    for run_id, day in days.items():
+        layout, partitions = dag_run_outputs(os.path.join(stack.dags_folder, f"{DAG_ID}.py"), DAG_ID, run_id,
+                                             data_dir, 1)
+        figures = layout.sink_figures(partitions, data_dir)["totals"]
+        assert figures["path"] == os.path.join(data_dir, "sinks", "orders_daily", "totals", f"ds={day}")
+        with open(os.path.join(figures["path"], SINK_MARKER)) as handle:
+            marker = json.load(handle)
+        assert marker["run"] == run_key_for(DAG_ID, run_id) and marker["per_run"] and marker["logical_date"][:10] == day
+        files = [n for n in os.listdir(figures["path"]) if not n.startswith(("_", "."))]
+        assert files and all(n.startswith("part-") and n.endswith(".parquet") for n in files), files
+        got[day] = (figures["rows"], figures["checksum"])
+    partitions_dir = os.path.join(data_dir, "sinks", "orders_daily", "totals")
+    assert sorted(n for n in os.listdir(partitions_dir) if not n.startswith(".")) == \
+        ["ds=2026-01-01", "ds=2026-01-02", "ds=2026-01-03"]
+    assert not [n for n in os.listdir(partitions_dir) if "rf-swap" in n]
+    # the reference of each date (the conf run: with its param); the param changed what the job computed
+    expected = {day: reference(stack, tmp_path_factory, day) for day in ("2026-01-01", "2026-01-02")}
+    expected["2026-01-03"] = reference(stack, tmp_path_factory, "2026-01-03", "min_quantity=3")
+    default_day3 = reference(stack, tmp_path_factory, "2026-01-03")
+    for day, (rows, checksum) in got.items():
+        assert (rows, checksum) == (expected[day]["rows"], expected[day]["checksum"]), day
+    assert got["2026-01-01"] != got["2026-01-02"]  # each day has its own orders
+    assert (default_day3["rows"], default_day3["checksum"]) != got["2026-01-03"]
