@@ -1,7 +1,8 @@
 """What every part of `RegionflowStore` builds on: its clock and its three kinds of session, plus two
-small query helpers. The store is one class mixed from parts (grants and attempts in `ledger.py`, the
-shared pool in `coordination.py`, blocklist and metrics in `signal_ledger.py`, speculative copy requests
-in `copy_ledger.py`); `ledger.RegionflowStore` provides the sessions."""
+small query helpers. The store is one class mixed from parts (grants in `grant_ledger.py`, attempts and
+commits in `attempt_ledger.py`, the shared pool in `coordination.py`, blocklist and metrics in
+`signal_ledger.py`, speculative copy requests in `copy_ledger.py`); `ledger.RegionflowStore` provides
+the sessions."""
 from __future__ import annotations
 
 from collections.abc import Callable
