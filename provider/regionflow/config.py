@@ -38,6 +38,7 @@ class Option:
     maximum: float | None = None
     above: bool = False  # the minimum itself is not allowed
     choices: tuple[str, ...] = ()
+    sensitive: bool = False  # Airflow masks it and reads ``<name>_cmd`` / ``<name>_secret`` variants
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -49,7 +50,10 @@ OPTIONS: tuple[Option, ...] = (
            "process finds the same directory); a URI with a scheme (hdfs://, s3a://, file:/...) is used as "
            "given. Empty: AIRFLOW_HOME/regionflow-data.", "string", "/data/regionflow", ""),
     Option("store_url", "SQLAlchemy URL of regionflow's store (grants, attempts, commits, blocklist, metrics). "
-           "Empty: sqlite:///AIRFLOW_HOME/regionflow.db.", "string", "postgresql://user:pass@db/regionflow", ""),
+           "Empty: sqlite:///AIRFLOW_HOME/regionflow.db. Sensitive, as Airflow's sql_alchemy_conn: masked in "
+           "`airflow config list`, and may come from a command (store_url_cmd) or the configured secrets backend "
+           "(store_url_secret) instead of the file.", "string", "postgresql://user:pass@db/regionflow", "",
+           sensitive=True),
     Option("mode", "Default global exchange mode of regionflow.transform().", "string",
            "pointwise-pipelined-only", "forward-pipelined-only"),
     Option("max_shards", "At most this many Airflow task instances (Spark submissions) per logical region and "
@@ -114,7 +118,8 @@ def provider_config_metadata() -> dict[str, Any]:
             "description": "regionflow: pipelined regions, FIFO bulk slot pool and Spark submissions.",
             "options": {
                 option.name: {"description": option.description, "version_added": "0.1.0", "type": option.type,
-                              "example": option.example, "default": _format_escaped(option.default)}
+                              "example": option.example, "default": _format_escaped(option.default),
+                              **({"sensitive": True} if option.sensitive else {})}
                 for option in OPTIONS
             },
         }
@@ -228,6 +233,9 @@ def check_option_names(names: Iterable[str], origin: Callable[[str], str] | None
     """Refuse an option of ``[regionflow]`` that regionflow does not declare (a typo would otherwise
     be ignored silently), naming the closest declared one and, with `origin`, where it was set."""
     for name in names:
+        base, _, suffix = name.lower().rpartition("_")
+        if suffix in ("cmd", "secret") and base in _BY_NAME and _BY_NAME[base].sensitive:
+            continue  # Airflow's command or secrets-backend variant of a sensitive option
         if name.lower() in RENAMED:
             where = f"; {origin(name)}" if origin else ""
             raise SpecError(f"[{SECTION}] {name} was renamed {RENAMED[name.lower()]} (same meaning): rename it in "
