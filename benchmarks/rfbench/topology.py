@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from regionflow.core.graph import JobGraph
 from regionflow.core.plan import Plan
-from regionflow.core.regions import _find, _union  # private; a benchmark may: the same union-find, edge by edge
+from regionflow.core.region_graph import find, union  # the same union-find, edge by edge
 from regionflow.core.topology import gc_paused, pointwise_producers
 
 
@@ -54,8 +54,8 @@ def build_naive(graph: JobGraph) -> int:
         parent = list(range(n_src + n_dst))
         if edge.exchange is not None and edge.exchange.value == "pipelined":
             for pair in pairs:
-                _union(parent, pair.producer, n_src + pair.consumer)
-        roots = [_find(parent, s) for s in range(n_src + n_dst)]
+                union(parent, pair.producer, n_src + pair.consumer)
+        roots = [find(parent, s) for s in range(n_src + n_dst)]
         region_edges = {(roots[p.producer], roots[n_src + p.consumer]) for p in pairs
                         if roots[p.producer] != roots[n_src + p.consumer]}
         del region_edges

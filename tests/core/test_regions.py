@@ -9,7 +9,8 @@ import pytest
 from regionflow.core.graph import load_job
 from regionflow.core.modes import ExchangeMode
 from regionflow.core.plan import Plan
-from regionflow.core.regions import _tarjan_components, build_regions
+from regionflow.core.region_graph import tarjan_components
+from regionflow.core.regions import build_regions
 from regionflow.core.topology import ExecutionTopology
 
 JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs"
@@ -247,10 +248,10 @@ def test_tarjan_deep_chain_is_iterative():
     n = 20_000
     producers = [[i] for i in range(n)]
     consumers = [[i + 1] for i in range(n - 1)] + [[0]]
-    components = _tarjan_components(n, producers, consumers)
+    components = tarjan_components(n, producers, consumers)
     assert len(components) == 1 and sorted(components[0]) == list(range(n))
     # open chain: n components in topological order
-    components = _tarjan_components(n, producers[:-1], consumers[:-1])
+    components = tarjan_components(n, producers[:-1], consumers[:-1])
     assert components == [[i] for i in range(n)]
 
 

@@ -15,17 +15,18 @@ Steps, all O(vertices + subtasks + groups):
 5. Logical regions that now share an execution region are merged, and so are logical regions that
    depend on each other in a cycle, so that one Airflow task per logical region has acyclic
    dependencies.
+
+The graph algorithms of steps 1 to 5 (union-find, the region graph, Kahn, Tarjan) are in `region_graph`.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import compress, groupby, islice
-from operator import eq, not_
+from itertools import groupby, islice
+from operator import eq
 
+from .region_graph import Members, find, kahn_order, merge_components, region_group_edges, tarjan_components, union
 from .topology import ExecutionEdge, ExecutionTopology, gc_paused
-
-Members = list[int] | range  # a region's sorted subtask ids (a range for one subtask or a whole region)
 
 
 class Region:
@@ -117,16 +118,16 @@ def _build_regions(topology: ExecutionTopology) -> RegionSet:
     logical_parent = _logical_regions(topology)
     ids = _shared_ids(topology, logical_parent)
     region_of, member_lists, region_logical = _execution_regions(topology, logical_parent, ids)
-    group_ids, producers_of, consumers_of = _region_group_edges(topology, region_of)
-    order = _kahn_order(len(member_lists), producers_of, consumers_of, ids)
+    group_ids, producers_of, consumers_of = region_group_edges(topology, region_of)
+    order = kahn_order(len(member_lists), producers_of, consumers_of, ids)
     if order is None:
-        components = _tarjan_components(len(member_lists), producers_of, consumers_of)
+        components = tarjan_components(len(member_lists), producers_of, consumers_of)
         for component in components:
             for region in component[1:]:
-                _union(logical_parent, region_logical[component[0]], region_logical[region])
-        region_of, member_lists = _merge_components(components, member_lists, len(region_of))
+                union(logical_parent, region_logical[component[0]], region_logical[region])
+        region_of, member_lists = merge_components(components, member_lists, len(region_of))
         region_logical = [region_logical[component[0]] for component in components]
-        group_ids, producers_of, consumers_of = _region_group_edges(topology, region_of)
+        group_ids, producers_of, consumers_of = region_group_edges(topology, region_of)
         order = list(range(len(member_lists)))
     _merge_cyclic_logical_regions(topology, logical_parent)
     rank = _rank(order)
@@ -138,7 +139,7 @@ def _build_regions(topology: ExecutionTopology) -> RegionSet:
         region_logical = list(map(region_logical.__getitem__, order))
     logical, logical_of_root = _number_logical_regions(topology, logical_parent)
     # each region's logical root (before step 5's merges) -> the index of its final logical region
-    final = {root: logical_of_root[_find(logical_parent, root)] for root in set(region_logical)}
+    final = {root: logical_of_root[find(logical_parent, root)] for root in set(region_logical)}
     region_logical = list(map(final.__getitem__, region_logical))
     regions = list(map(Region, ids, member_lists, region_logical))
     for index, positions in groupby(islice(ids, len(regions)), region_logical.__getitem__):
@@ -178,9 +179,9 @@ def _logical_regions(topology: ExecutionTopology) -> list[int]:
     parent = list(range(len(topology.vertex_names)))
     for exec_edge in topology.edges:
         if not exec_edge.blocking:
-            _union(parent, exec_edge.src, exec_edge.dst)
+            union(parent, exec_edge.src, exec_edge.dst)
     for vertex in range(len(parent)):
-        _find(parent, vertex)
+        find(parent, vertex)
     return parent
 
 
@@ -248,12 +249,12 @@ def _pointwise_regions(topology: ExecutionTopology, vertices: list[int], pipelin
         for group in topology.groups[exec_edge.group_lo:exec_edge.group_hi]:
             anchor = group.prod_lo
             for subtask in range(group.prod_lo + 1, group.prod_hi):
-                _union(parent, anchor, subtask)
+                union(parent, anchor, subtask)
             for subtask in range(group.cons_lo, group.cons_hi):
-                _union(parent, anchor, subtask)
+                union(parent, anchor, subtask)
     index_of_root: dict[int, int] = {}
     ordered = sorted(vertices)
-    roots = [_find(parent, s) for v in ordered for s in range(topology.offsets[v], topology.offsets[v + 1])]
+    roots = [find(parent, s) for v in ordered for s in range(topology.offsets[v], topology.offsets[v + 1])]
     subtasks = [s for v in ordered for s in range(topology.offsets[v], topology.offsets[v + 1])]
     built: dict[int, list[int]] = {}  # index -> the member list being built
     for subtask, rep in zip(subtasks, roots, strict=True):
@@ -270,185 +271,26 @@ def _pointwise_regions(topology: ExecutionTopology, vertices: list[int], pipelin
         members.sort()
 
 
-# ---- step 3: region graph through blocking groups ---------------------------------------------
-
-
-def _region_group_edges(topology: ExecutionTopology,
-                        region_of: list[int]) -> tuple[list[int], list[list[int]], list[list[int]]]:
-    """Blocking group ids with, for each, its distinct producer regions and consumer regions."""
-    group_ids: list[int] = []
-    producers_of: list[list[int]] = []
-    consumers_of: list[list[int]] = []
-    for exec_edge in topology.edges:
-        if not exec_edge.blocking:
-            continue
-        for group in topology.groups[exec_edge.group_lo:exec_edge.group_hi]:
-            group_ids.append(group.index)
-            producers_of.append(_distinct(region_of, group.prod_lo, group.prod_hi))
-            consumers_of.append(_distinct(region_of, group.cons_lo, group.cons_hi))
-    return group_ids, producers_of, consumers_of
-
-
-def _distinct(region_of: list[int], lo: int, hi: int) -> list[int]:
-    if hi - lo == 1:
-        return [region_of[lo]]
-    regions = region_of[lo:hi]
-    if all(map(eq, regions, range(regions[0], regions[0] + hi - lo))):  # one region per subtask, in order
-        return regions
-    return list(dict.fromkeys(regions))
-
-
-# ---- step 4: order, and merge cycles ----------------------------------------------------------
-
-
-def _kahn_order(region_count: int, producers_of: list[list[int]], consumers_of: list[list[int]],
-                ids: Sequence[int] | None = None) -> list[int] | None:
-    """Regions in topological order over the region+group graph, or None if it has a cycle.
-
-    FIFO Kahn: the order list is its own queue (a region is appended when it becomes ready and
-    visited in that order). `ids`, when given, supplies the int objects of the region indices."""
-    waiting_groups = [len(p) for p in producers_of]  # unfinished producer regions per group
-    region_inputs = [0] * region_count
-    for consumers in consumers_of:
-        for region in consumers:
-            region_inputs[region] += 1
-    out_group, out_groups = _groups_by_producer(region_count, producers_of)
-    order = list(compress(ids if ids is not None else range(region_count), map(not_, region_inputs)))
-    append = order.append
-    for region in order:  # grows while it is walked
-        first = out_group[region]
-        if first == _NO_GROUP:
-            continue
-        for g in (first,) if first != _SEVERAL_GROUPS else out_groups[region]:
-            waiting_groups[g] -= 1
-            if waiting_groups[g] == 0:
-                for consumer in consumers_of[g]:
-                    region_inputs[consumer] -= 1
-                    if region_inputs[consumer] == 0:
-                        append(consumer)
-    return order if len(order) == region_count else None
-
-
-_NO_GROUP, _SEVERAL_GROUPS = -1, -2
-
-
-def _groups_by_producer(region_count: int, producers_of: list[list[int]]) -> tuple[list[int], dict[int, list[int]]]:
-    """Region -> the groups it produces into, in group order: most regions produce into one group
-    or none, so a flat list holds that group (or _NO_GROUP), and a region producing into several
-    has _SEVERAL_GROUPS there and its groups in the dict. No list and no new int per region."""
-    out_group = [_NO_GROUP] * region_count
-    several: dict[int, list[int]] = {}
-    for g, producers in enumerate(producers_of):
-        for region in producers:
-            first = out_group[region]
-            if first == _NO_GROUP:
-                out_group[region] = g
-            elif first == _SEVERAL_GROUPS:
-                several[region].append(g)
-            else:
-                out_group[region] = _SEVERAL_GROUPS
-                several[region] = [first, g]
-    return out_group, several
-
-
-def _tarjan_components(region_count: int, producers_of: list[list[int]],
-                       consumers_of: list[list[int]]) -> list[list[int]]:
-    """Strongly connected components of the region+group graph, as region lists, in topological
-    order. Nodes 0..R-1 are regions, R.. are groups. Iterative: no recursion limit at 10k x 10k."""
-    group_count = len(producers_of)
-    successors: list[list[int]] = [[] for _ in range(region_count + group_count)]
-    for g in range(group_count):
-        node = region_count + g
-        for region in producers_of[g]:
-            successors[region].append(node)
-        successors[node] = consumers_of[g]
-    total = region_count + group_count
-    index_of = [-1] * total
-    low = [0] * total
-    on_stack = [False] * total
-    stack: list[int] = []
-    components: list[list[int]] = []
-    counter = 0
-    for start in range(total):
-        if index_of[start] != -1:
-            continue
-        work = [(start, 0)]
-        index_of[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack[start] = True
-        while work:
-            node, position = work[-1]
-            succ = successors[node]
-            if position < len(succ):
-                work[-1] = (node, position + 1)
-                nxt = succ[position]
-                if index_of[nxt] == -1:
-                    index_of[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on_stack[nxt] = True
-                    work.append((nxt, 0))
-                elif on_stack[nxt] and index_of[nxt] < low[node]:
-                    low[node] = index_of[nxt]
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                if low[node] < low[parent]:
-                    low[parent] = low[node]
-            if low[node] == index_of[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack[member] = False
-                    if member < region_count:
-                        component.append(member)
-                    if member == node:
-                        break
-                if component:
-                    components.append(component)
-    components.reverse()  # Tarjan emits sinks first
-    return components
-
-
-def _merge_components(components: list[list[int]], member_lists: list[Members],
-                      subtask_count: int) -> tuple[list[int], list[Members]]:
-    """One region per component, indexed in the components' (topological) order."""
-    region_of = [0] * subtask_count
-    merged: list[Members] = []
-    for index, component in enumerate(components):
-        members: Members
-        if len(component) == 1:
-            members = member_lists[component[0]]
-        else:
-            members = sorted(s for r in component for s in member_lists[r])
-        for subtask in members:
-            region_of[subtask] = index
-        merged.append(members)
-    return region_of, merged
-
-
 # ---- step 5: logical regions for Airflow -------------------------------------------
 
 
 def _merge_cyclic_logical_regions(topology: ExecutionTopology, logical_parent: list[int]) -> None:
     """Merge logical regions that depend on each other in a cycle (vertex level, cheap)."""
-    roots = sorted({_find(logical_parent, v) for v in range(len(logical_parent))})
+    roots = sorted({find(logical_parent, v) for v in range(len(logical_parent))})
     position = {root: i for i, root in enumerate(roots)}
     producers: list[list[int]] = []
     consumers: list[list[int]] = []
     for exec_edge in topology.edges:
-        src = position[_find(logical_parent, exec_edge.src)]
-        dst = position[_find(logical_parent, exec_edge.dst)]
+        src = position[find(logical_parent, exec_edge.src)]
+        dst = position[find(logical_parent, exec_edge.dst)]
         if exec_edge.blocking and src != dst:
             producers.append([src])
             consumers.append([dst])
-    if _kahn_order(len(roots), producers, consumers) is not None:
+    if kahn_order(len(roots), producers, consumers) is not None:
         return
-    for component in _tarjan_components(len(roots), producers, consumers):
+    for component in tarjan_components(len(roots), producers, consumers):
         for member in component[1:]:
-            _union(logical_parent, roots[component[0]], roots[member])
+            union(logical_parent, roots[component[0]], roots[member])
 
 
 def _number_logical_regions(topology: ExecutionTopology,
@@ -458,25 +300,9 @@ def _number_logical_regions(topology: ExecutionTopology,
     index_of_root: dict[int, int] = {}
     logical: list[LogicalRegion] = []
     for vertex in range(len(topology.vertex_names)):
-        root = _find(logical_parent, vertex)
+        root = find(logical_parent, vertex)
         if root not in index_of_root:
             index_of_root[root] = len(logical)
             logical.append(LogicalRegion(len(logical), [], []))
         logical[index_of_root[root]].vertices.append(vertex)
     return logical, index_of_root
-
-
-# ---- union-find ---------------------------------------------------------------------------------
-
-
-def _find(parent: list[int], node: int) -> int:
-    while parent[node] != node:
-        parent[node] = parent[parent[node]]
-        node = parent[node]
-    return node
-
-
-def _union(parent: list[int], a: int, b: int) -> None:
-    ra, rb = _find(parent, a), _find(parent, b)
-    if ra != rb:
-        parent[max(ra, rb)] = min(ra, rb)
