@@ -196,8 +196,11 @@ class RegionflowConfig:
     @classmethod
     def _from_get(cls, get: Callable[[str], str], airflow_home: str) -> RegionflowConfig:
         hosts = get("hosts").strip()
+        cluster = _hosts(hosts) if hosts else Cluster.local_default()
+        backend = _choice("backend", get("backend"), BACKENDS)
+        _check_conn_hosts(cluster, backend)
         return cls(
-            cluster=_hosts(hosts) if hosts else Cluster.local_default(),
+            cluster=cluster,
             data_dir=_data_dir(get("data_dir").strip() or "regionflow-data", airflow_home),
             store_url=get("store_url").strip() or f"sqlite:///{os.path.join(airflow_home, 'regionflow.db')}",
             mode=_mode(get("mode").strip()),
@@ -209,7 +212,7 @@ class RegionflowConfig:
             spark_conn_id=get("spark_conn_id").strip() or None,
             speculation=parse_switch(get("speculation"), f"[{SECTION}] speculation"),
             speculation_config=_speculation_config(get),
-            backend=_choice("backend", get("backend"), BACKENDS),
+            backend=backend,
             session_base_port=_declared_number("session_base_port", get),
             session_state_dir=get("session_state_dir").strip() or os.path.join(airflow_home, "regionflow-sessions"),
             slot_idle_timeout=_declared_number("slot_idle_timeout", get),
@@ -227,6 +230,15 @@ class RegionflowConfig:
     @property
     def largest_host_slots(self) -> int:
         return max(host.slots for host in self.cluster)
+
+
+def _check_conn_hosts(cluster: Cluster, backend: str) -> None:
+    """A host with a ``conn_id`` (a Spark Connect server someone else runs) needs the session backend."""
+    named = [host.name for host in cluster if host.conn_id is not None]
+    if named and backend != "session":
+        raise SpecError(f"[{SECTION}] hosts: host {named[0]!r} names a conn_id (a Spark Connect server), which only "
+                        f"backend = session uses, but backend = {backend}; set backend = session, or give the host a "
+                        f"master instead")
 
 
 def check_option_names(names: Iterable[str], origin: Callable[[str], str] | None = None) -> None:

@@ -51,7 +51,7 @@ DEFAULT_HEAP_MIB_PER_SLOT = 1024
 
 _MEMORY_DIMS = ("heap", "off_heap", "managed")
 _DIM_ALIASES = {"mem": "heap", "heap": "heap", "off_heap": "off_heap", "managed": "managed", "cpu": "cpu"}
-_PLAIN_FIELDS = ("slots", "master", "affinity", "properties_file")
+_PLAIN_FIELDS = ("slots", "master", "affinity", "properties_file", "conn_id")
 _EPS = 1e-9
 
 
@@ -61,7 +61,8 @@ class Host:
 
     `address` is where the host's runtime is reached (None: this machine, the runtime layer's default),
     `cpu_affinity` the core ids it is pinned to and `properties_file` a file its runtime's applications
-    load (None: none); scheduling keeps them for the runtime layer."""
+    load (None: none), `conn_id` the Airflow connection of a Spark Connect server someone else runs (None:
+    regionflow runs the host's runtime); scheduling keeps them for the runtime layer."""
 
     name: str
     slots: int
@@ -70,6 +71,7 @@ class Host:
     address: str | None = None
     cpu_affinity: tuple[int, ...] = ()
     properties_file: str | None = None
+    conn_id: str | None = None
 
     @classmethod
     def of(
@@ -87,12 +89,13 @@ class Host:
         master: str | None = None,
         affinity: Iterable[int] | str | None = None,
         properties_file: str | None = None,
+        conn_id: str | None = None,
     ) -> Host:
         """Build a host from keyword fields, applying the module's slot rule and defaults."""
         data: dict[str, Any] = {"name": name, "slots": slots}
         optional = {"cpu": cpu, "mem": mem, "off_heap": off_heap, "managed": managed, "gpu": gpu,
                     "ext": ext, "slot": slot, "master": master, "affinity": affinity,
-                    "properties_file": properties_file}
+                    "properties_file": properties_file, "conn_id": conn_id}
         data.update({key: value for key, value in optional.items() if value is not None})
         return cls.from_dict(data)
 
@@ -113,6 +116,8 @@ class Host:
             data["affinity"] = list(self.cpu_affinity)
         if self.properties_file is not None:
             data["properties_file"] = self.properties_file
+        if self.conn_id is not None:
+            data["conn_id"] = self.conn_id
         if self.slot_profile != _evenly_divided(self.profile, self.slots):
             data["slot"] = _profile_fields(self.slot_profile)
         return data
@@ -235,8 +240,9 @@ def _build_host(name: str, fields: Mapping[str, Any]) -> Host:
     per_slot = {dim: slot_dims.get(dim, _divide(dim, total, slots)) for dim, total in totals.items()}
     _check_slots_fit_host(name, slots, totals, per_slot)
     _check_affinity_covers_cpu(name, affinity, totals["cpu"])
+    _check_conn_id_alone(name, plain)
     return Host(name, slots, _profile(totals), _profile(per_slot), plain.get("master"), affinity,
-                plain.get("properties_file"))
+                plain.get("properties_file"), plain.get("conn_id"))
 
 
 def _classify_fields(name: str, fields: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
@@ -297,6 +303,13 @@ def _check_slots_fit_host(name: str, slots: int, totals: Mapping[str, float], pe
                 f"host '{name}': {slots} slots x slot_{_field_name(dim)}={_fmt(amount)} exceed the host's "
                 f"{_field_name(dim)}={_fmt(totals[dim])}; lower slot_{_field_name(dim)} or raise {_field_name(dim)}"
             )
+
+
+def _check_conn_id_alone(name: str, plain: Mapping[str, Any]) -> None:
+    clashing = [field for field in ("master", "affinity", "properties_file") if field in plain]
+    if "conn_id" in plain and clashing:
+        raise SpecError(f"host '{name}': conn_id names a Spark Connect server that someone else runs, and "
+                        f"{', '.join(clashing)} describe(s) a runtime regionflow starts; give one or the other")
 
 
 def _check_affinity_covers_cpu(name: str, affinity: tuple[int, ...], cpu: float) -> None:

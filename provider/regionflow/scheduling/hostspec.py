@@ -90,6 +90,12 @@ def _path_problem(value: str) -> str | None:
     return None
 
 
+def _conn_id_problem(value: str) -> str | None:
+    if not NAME_RE.match(value):
+        return "not an Airflow connection id; use letters, digits, '.', '-' or '_' (e.g. spark_connect_default)"
+    return None
+
+
 def _ext_problem(amounts: dict[str, Any]) -> str | None:
     for name in amounts:
         if not NAME_RE.match(name) or name in BUILT_IN_RESOURCES:
@@ -132,6 +138,10 @@ HOST = Model("host", "a place that offers slots to the pool (a resource not give
     Field("properties_file", "string", "the absolute path of a file every application on the host's runtime loads, "
           "private to its owner (e.g. the secret of an authenticated master); checked when used", non_empty=True,
           check=_path_problem),
+    Field("conn_id", "string", "the Airflow connection (type spark_connect: host, port, token, use_ssl, user) of a "
+          "Spark Connect server that someone else runs, on any machine; regionflow never starts, stops or restarts "
+          "it (session backend only; not with master, affinity or properties_file)", non_empty=True,
+          check=_conn_id_problem),
 ))
 
 

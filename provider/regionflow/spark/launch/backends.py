@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ...core.errors import SpecError
 from ...scheduling.hosts import Host
 from ..data.task import UnitTask
 from ..servers.connect import SessionServerError
+from ..servers.connections import SparkConnectionError
+from ..servers.external import ExternalServer
 from ..servers.session_servers import SessionServers
 from .attempt import Backend, HostLost
 from .orphans import OrphanStopper, ProcessOrphans, SessionOrphans
@@ -40,6 +43,9 @@ class SubmitBackend:
         """The attempt's spark-submit (its task file written to `task_path`). With `forward_output`
         the hook logs every output line itself (in a task process: to the task log), so `on_line`
         is not called as well."""
+        if host.conn_id is not None:
+            raise SpecError(f"host {host.name!r} names conn_id {host.conn_id!r}, a Spark Connect server, which only "
+                            f"the session backend uses; run with backend session, or give the host a master")
         return unit_submission(task, task_path, host, slots, self.job_conf, self.py_files,
                                on_line=None if self.forward_output else on_line,
                                forward_output=self.forward_output, conn_id=self.conn_id)
@@ -58,7 +64,11 @@ class SessionBackend:
                 on_line: Callable[[str], None] | None) -> SessionSubmission:
         """The attempt's session; raises `HostLost` when the host's server does not answer. A server
         stopped for being idle (``slot_idle_timeout``) is started again first."""
-        server = self.servers.server(host.name)
+        try:
+            server = self.servers.server(host.name)
+            url = server.url  # a conn_id host's: read from its Airflow connection
+        except SparkConnectionError as error:
+            raise HostLost(f"host {host.name} lost: {error}") from error
         if server.stopped_idle:
             if on_line is not None:
                 on_line(f"host {host.name}: its Spark Connect server was stopped for being idle; starting it again")
@@ -67,14 +77,17 @@ class SessionBackend:
             except SessionServerError as error:
                 raise HostLost(f"host {host.name} lost: its Spark Connect server, stopped for being idle, did "
                                f"not start again: {error}") from error
+        if isinstance(server, ExternalServer) and not server.reachable():
+            raise HostLost(f"host {host.name} lost: {server.status().cause} (at {url})")
         if not server.reachable():
             raise HostLost(
-                f"host {host.name} lost: its Spark Connect server does not answer at {server.url} ([regionflow] "
+                f"host {host.name} lost: its Spark Connect server does not answer at {url} ([regionflow] "
                 f"backend = session); start it with `regionflow session start --host {host.name}` (same hosts and "
                 f"base port as [regionflow] hosts and session_base_port)")
         task.write(task_path)  # the same record of the attempt as the submit backend leaves
-        return SessionSubmission(task, server.url, slots, self.job_conf, on_line=on_line, token=server.token,
-                                 exit_cause=server.exit_cause)
+        return SessionSubmission(task, url, slots, self.job_conf, on_line=on_line, token=server.token,
+                                 exit_cause=server.exit_cause,
+                                 serving=server.serving if isinstance(server, ExternalServer) else None)
 
 
 def configured_servers(config: RegionflowConfig) -> SessionServers:

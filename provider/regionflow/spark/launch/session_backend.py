@@ -38,11 +38,13 @@ class SessionSubmission:
 
     def __init__(self, task: UnitTask, url: str, slots: int, job_conf: Mapping[str, str] | None = None, *,
                  on_line: Callable[[str], None] | None = None, token: str | None = None,
-                 exit_cause: Callable[[], str | None] | None = None) -> None:
+                 exit_cause: Callable[[], str | None] | None = None,
+                 serving: Callable[[], bool] | None = None) -> None:
         self.task = task
         self.url = url
         self._token = token
         self._exit_cause = exit_cause  # why the server is gone, if its process exited (`ConnectServer.exit_cause`)
+        self._serving = serving or (lambda: connect_server_serves(url, LOSS_HANDSHAKE_TIMEOUT_S))
         self.slots = slots
         self.conf = default_conf(slots, dict(job_conf or {}))
         self._on_line = on_line or (lambda line: None)
@@ -92,7 +94,7 @@ class SessionSubmission:
             returncode = EXIT_FAILED
             if not self._killed.is_set():
                 error = f"{type(failure).__name__}: {failure}"
-                if not connect_server_serves(self.url, LOSS_HANDSHAKE_TIMEOUT_S):
+                if not self._serving():
                     lost = True
                     error = (f"host {self.task.host or '?'} lost: its Spark Connect server at {self.url} stopped "
                              f"answering; {error}")

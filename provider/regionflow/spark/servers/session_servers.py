@@ -9,20 +9,25 @@ from collections.abc import Mapping
 from ...scheduling.hosts import Cluster
 from ..launch.submit_args import LOOPBACK
 from .connect import DEFAULT_BASE_PORT, DEFAULT_START_TIMEOUT_S, ConnectServer, ServerStatus, SessionServerError
+from .external import ExternalServer
+
+Server = ConnectServer | ExternalServer
 
 
 class SessionServers:
-    """The Connect servers of a whole cluster: host i listens on ``base_port + i``."""
+    """The Connect servers of a whole cluster: host i listens on ``base_port + i``, but for a host with a
+    ``conn_id``, whose server someone else runs (`ExternalServer`)."""
 
     def __init__(self, cluster: Cluster, state_dir: str, base_port: int | None = DEFAULT_BASE_PORT,
                  conf: Mapping[str, str] | None = None) -> None:
         """`base_port` None: each host gets a free port of this machine (servers owned by one run)."""
         self.cluster = cluster
-        self.servers = {host.name: ConnectServer(host, free_port() if base_port is None else base_port + index,
-                                                 state_dir, conf)
-                        for index, host in enumerate(cluster)}
+        self.servers: dict[str, Server] = {
+            host.name: ExternalServer(host) if host.conn_id is not None else
+            ConnectServer(host, free_port() if base_port is None else base_port + index, state_dir, conf)
+            for index, host in enumerate(cluster)}
 
-    def server(self, host: str) -> ConnectServer:
+    def server(self, host: str) -> Server:
         try:
             return self.servers[host]
         except KeyError:
@@ -76,4 +81,4 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-__all__ = ["SessionServers", "default_state_dir", "free_port"]
+__all__ = ["Server", "SessionServers", "default_state_dir", "free_port"]
