@@ -16,36 +16,24 @@ log from the (absent) log server never leaves loopback either.
 Every process of the stack carries a tag in its environment, so `stop()` also finds the processes
 that left the component process groups (task processes call ``setpgid``; BashOperator starts a new
 session) and leaves none behind. It stops the api-server last: terminated tasks report their end
-through the execution API instead of retrying against a server that is gone.
+through the execution API instead of retrying against a server that is gone. The component processes
+(start, kill, restart, revive, find, stop) are `components.ComponentProcesses`'; this class adds the
+configuration, the database and the health waits.
 """
 from __future__ import annotations
 
 import atexit
 import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from ..localfiles import tail
-from ..processes import (
-    ProcessInfo,
-    command_line,
-    descendants,
-    reap,
-    signal_group,
-    signal_pids,
-    start_ticks,
-    tagged_processes,
-    wait_until,
-)
 from ..spark.servers.session_servers import free_port
 from .airflow_config import (
     LOOPBACK,
@@ -56,40 +44,24 @@ from .airflow_config import (
     use_wal,
     write_private,
 )
-from .errors import ComponentFailed, EmbeddedAirflowError, StartTimeout
+from .components import (
+    KNOWN_COMPONENTS,
+    LOG_TAIL_LINES,
+    STACK_TAG_VARIABLE,
+    ComponentProcesses,
+    check_components,
+)
+from .errors import EmbeddedAirflowError, StartTimeout
 from .migrated_db import MigratedDatabaseCache, migration_inputs, migration_key
 from .readiness import execution_api_answers, health_or_none, unhealthy_components
 from .rest_client import POLL_SECONDS, AirflowRestClient
 
 DEFAULT_EXECUTOR = "regionflow.executors.RegionExecutor"
 DEFAULT_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
-KNOWN_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
-STACK_TAG_VARIABLE = "REGIONFLOW_EMBEDDED_STACK"
 # A bound for a stack that never gets healthy, not an expected time: a component that exits fails the
 # start at once. On a throttled 2-core box a start took 5-10 min (migration, four Airflow interpreters
 # and the execution API's first answer).
 DEFAULT_START_TIMEOUT_S = 600.0
-
-# The log server binds all interfaces, so it is never started; see the module docstring.
-_COMPONENT_ARGS: dict[str, tuple[str, ...]] = {
-    "api-server": ("api-server", "--host", LOOPBACK),
-    "scheduler": ("scheduler", "--skip-serve-logs"),
-    "dag-processor": ("dag-processor",),
-    "triggerer": ("triggerer", "--skip-serve-logs"),
-}
-# stop() order: the api-server last, so terminated tasks can still report through the execution API.
-_STOP_STAGES: tuple[tuple[str, ...], ...] = (("scheduler", "triggerer", "dag-processor"), ("api-server",))
-_LOG_TAIL_LINES = 40
-_IDLE_WORKER_TITLE = "LocalExecutor: <idle>"  # the end of local_executor._run_worker's title while it waits
-
-
-@dataclass(frozen=True)
-class _Component:
-    """One running Airflow component: its name, its process (a process-group leader), its log."""
-
-    name: str
-    process: subprocess.Popen
-    log_path: str
 
 
 class EmbeddedAirflow(AirflowRestClient):
@@ -128,7 +100,7 @@ class EmbeddedAirflow(AirflowRestClient):
         if schedulers < 1 or (schedulers > 1 and (database_url or "sqlite").startswith("sqlite")):
             raise EmbeddedAirflowError(f"schedulers={schedulers}: one scheduler at least, and more than one "
                                        f"only on a server database (give database_url, e.g. PostgreSQL)")
-        _check_components(components)
+        check_components(components)
         self.home = os.path.abspath(home)
         self.dags_folder = os.path.abspath(dags_folder)
         self.executor = executor
@@ -145,10 +117,7 @@ class EmbeddedAirflow(AirflowRestClient):
         self._stack_tag = uuid.uuid4().hex
         self._port: int | None = None
         self._migration_inputs: dict[str, str | None] | None = None  # set by write_config
-        self._running: list[_Component] = []
-        # process groups of components killed by `kill`: their orphans (LocalExecutor's workers) stay in
-        # them, and setproctitle may have overwritten the environment that held the stack's tag
-        self._killed_groups: set[int] = set()
+        self._processes = ComponentProcesses(self.home, self._stack_tag, self.log_path, self.child_env)
         self._token: str | None = None
         self._http: httpx.Client | None = None
         self.session_servers = self._session_servers()
@@ -233,7 +202,7 @@ class EmbeddedAirflow(AirflowRestClient):
         Raises `ComponentFailed` when ``db migrate`` or a component exits, `StartTimeout` when the
         stack is not healthy in time; either way nothing is left running.
         """
-        if self._running:
+        if self._processes.running:
             raise EmbeddedAirflowError(f"the embedded Airflow in {self.home} is already started")
         deadline = time.monotonic() + timeout
         self.write_config()
@@ -242,13 +211,13 @@ class EmbeddedAirflow(AirflowRestClient):
             if not self.database_url:
                 use_wal(self.database_path)
             for command in self.setup_commands:
-                self._airflow_command(command, deadline - time.monotonic())
+                self._processes.run_airflow(command, deadline - time.monotonic())
             started = time.monotonic()
             deadline = started + timeout
             atexit.register(self.stop)
             for component in self.components:
-                copies = self.schedulers if component == "scheduler" else 1
-                self._running.extend(self._spawn(component) for _ in range(copies))
+                for _ in range(self.schedulers if component == "scheduler" else 1):
+                    self._processes.spawn(component, port=self._port)
             self._wait_until_healthy(deadline, timeout)
             self.timings["start_to_healthy_s"] = round(time.monotonic() - started, 2)
             self._start_session_servers(deadline - time.monotonic())
@@ -260,91 +229,38 @@ class EmbeddedAirflow(AirflowRestClient):
     def stop(self, grace_seconds: float = 15.0) -> None:
         """Stop the stack and leave no process behind; idempotent.
 
-        Stage by stage (`_STOP_STAGES`): SIGTERM, then wait up to `grace_seconds`; SIGKILL whatever
-        is left at the end. The api-server goes last so that task processes, terminated with the
-        scheduler, can still report their end through the execution API instead of retrying.
+        Stage by stage (`components.ComponentProcesses.stop`): SIGTERM, then wait up to `grace_seconds`;
+        SIGKILL whatever is left at the end. The api-server goes last so that task processes, terminated
+        with the scheduler, can still report their end through the execution API instead of retrying.
         """
         atexit.unregister(self.stop)
         started = time.monotonic()
         self.close_client()
         if self.session_servers is not None:
             self.session_servers.stop()
-        if self._running or self._tagged_pids():
-            # Every process seen as the stack's, by pid and start time: one whose parent dies first is
-            # reparented and, without the tag in its environment, no longer found by pids(); it is still
-            # the stack's and killed at the end.
-            seen: dict[int, str] = {}
-            for index, stage in enumerate(_STOP_STAGES):
-                self._remember(seen)
-                later = {name for names in _STOP_STAGES[index + 1:] for name in names}
-                self._terminate_stage(stage, later, grace_seconds)
-
-            def left() -> list[int]:
-                return sorted(set(self.pids()) | {pid for pid, start in seen.items() if start_ticks(pid) == start})
-
-            if left():
-                signal_pids(left(), signal.SIGKILL)
-                wait_until(lambda: not left(), 10.0)
-        for component in self._running:
-            reap(component.process)
-        if self._running:
+        if self._processes.stop(grace_seconds):
             self.timings["stop_s"] = round(time.monotonic() - started, 2)
-        self._running = []
-        self._killed_groups = set()
-
-    def _remember(self, seen: dict[int, str]) -> None:
-        for pid in self.pids():
-            start = start_ticks(pid)
-            if start is not None:
-                seen.setdefault(pid, start)
-
-    def _terminate_stage(self, stage: tuple[str, ...], later: set[str], grace_seconds: float) -> None:
-        """SIGTERM `stage`: its components' groups and every other process of the stack outside the
-        groups of `later` components (task processes run in groups or sessions of their own)."""
-        spared = {c.process.pid for c in self._running if c.name in later}
-
-        def stage_pids() -> list[int]:
-            return [pid for pid, info in self._processes().items() if info.pgid not in spared]
-
-        for component in self._running:
-            if component.name in stage:
-                signal_group(component.process.pid, signal.SIGTERM)
-        pids = stage_pids()
-        signal_pids(pids, signal.SIGTERM)
-        # LocalExecutor's idle workers outlive SIGTERM and the scheduler waits for them: every stop took both
-        # stages' grace (30 s). An idle one holds no task and is killed at once; a busy one gets the grace.
-        signal_pids([pid for pid in pids if command_line(pid).endswith(_IDLE_WORKER_TITLE)], signal.SIGKILL)
-        wait_until(lambda: not stage_pids(), grace_seconds)
 
     def __enter__(self) -> EmbeddedAirflow:
         # `with EmbeddedAirflow(...).start(timeout=...) as stack:` must not start twice.
-        return self if self._running else self.start()
+        return self if self._processes.running else self.start()
 
     def __exit__(self, *exc_info: Any) -> None:
         self.stop()
 
     def pids(self) -> list[int]:
         """Live processes of the stack: component groups, their descendants, tagged processes."""
-        return sorted(self._processes())
-
-    def _processes(self) -> dict[int, ProcessInfo]:
-        table = tagged_processes(STACK_TAG_VARIABLE, self._stack_tag)
-        leaders = {component.process.pid for component in self._running} | self._killed_groups
-        found = {info.pid for info in table.values() if info.tagged or info.pgid in leaders}
-        return {pid: table[pid] for pid in found | descendants(table, leaders | found)}
-
-    def _tagged_pids(self) -> list[int]:
-        return [info.pid for info in tagged_processes(STACK_TAG_VARIABLE, self._stack_tag).values() if info.tagged]
+        return self._processes.pids()
 
     def pids_of(self, component: str) -> list[int]:
         """The pids of every running process of `component` (several schedulers, say)."""
-        return [c.process.pid for c in self._running if c.name == component]
+        return self._processes.pids_of(component)
 
     def components_running(self) -> dict[str, int]:
         """Each running component and its process id."""
-        return {component.name: component.process.pid for component in self._running}
+        return {component.name: component.process.pid for component in self._processes.running}
 
-    def log_tail(self, component: str, lines: int = _LOG_TAIL_LINES) -> str:
+    def log_tail(self, component: str, lines: int = LOG_TAIL_LINES) -> str:
         return tail(self.log_path(component), lines)
 
     def log_tails(self) -> str:
@@ -357,31 +273,9 @@ class EmbeddedAirflow(AirflowRestClient):
         `migrated_databases` (SQLite only); return how long it took in seconds. `start` calls it."""
         cache = type(self).migrated_databases
         if cache is None or self.database_url or self._migration_inputs is None:
-            return self._airflow_command(["db", "migrate"], timeout)
+            return self._processes.run_airflow(["db", "migrate"], timeout)
         return cache.provide(self.database_path, migration_key(self._migration_inputs),
-                             lambda: self._airflow_command(["db", "migrate"], timeout))
-
-    def _airflow_command(self, argv: Sequence[str], timeout: float) -> float:
-        """Run ``airflow <argv>`` with the stack's config; return how long it took in seconds.
-        `ComponentFailed` (with the end of its log) when it fails or runs over `timeout`."""
-        name = "-".join(argv[:2])  # the log's name: db-migrate, teams-create
-        log_path = self.log_path(name)
-        started = time.monotonic()
-        with open(log_path, "ab") as log_file:
-            try:
-                code: int | None = subprocess.run(
-                    [sys.executable, "-m", "airflow", *argv], stdin=subprocess.DEVNULL,
-                    stdout=log_file, stderr=subprocess.STDOUT, env=self.child_env(), cwd=self.home,
-                    timeout=max(timeout, 1.0), start_new_session=True,
-                ).returncode
-            except subprocess.TimeoutExpired:
-                code = None
-        if code != 0:
-            outcome = f"exited with code {code}" if code is not None else f"ran over the {timeout:.0f} s left"
-            command = " ".join(["airflow", *argv])
-            raise ComponentFailed(name, log_path, f"{command} {outcome}; its log ({log_path}) ends with:\n"
-                                                  f"{tail(log_path, _LOG_TAIL_LINES)}")
-        return round(time.monotonic() - started, 2)
+                             lambda: self._processes.run_airflow(["db", "migrate"], timeout))
 
     def _start_session_servers(self, timeout: float) -> None:
         """With ``[regionflow] backend = session``, one Spark Connect server per host of the cluster, as
@@ -397,65 +291,32 @@ class EmbeddedAirflow(AirflowRestClient):
         """Stop one running component (SIGTERM, then SIGKILL after 15 s) and start it again with `env`
         added to its environment, e.g. ``{"AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}`` for the
         scheduler; returns once the stack is healthy again."""
-        matching: list[_Component | None] = [c for c in self._running if c.name == component]
-        [old] = matching or [None]
-        if old is None:
-            raise EmbeddedAirflowError(f"{component} is not running in the embedded Airflow in {self.home}")
-        signal_group(old.process.pid, signal.SIGTERM)
-        if not wait_until(lambda: old.process.poll() is not None, 15.0):
-            signal_group(old.process.pid, signal.SIGKILL)
-        reap(old.process)
-        self._running = [c for c in self._running if c is not old] + [self._spawn(component, env)]
+        self._processes.restart(component, port=self._port, env=dict(env or {}))
         self._wait_until_healthy(time.monotonic() + timeout, timeout)
 
     def kill(self, component: str, index: int = 0) -> int:
         """kill -9 of one component's main process only (its children, such as LocalExecutor's workers
         and the tasks they run, are left as orphans, as when that process crashes); returns its pid.
         The stack's stop() still ends the orphans (they carry the stack's tag)."""
-        matching = [c for c in self._running if c.name == component]
-        if index >= len(matching):
-            raise EmbeddedAirflowError(f"no {component} #{index} runs in the embedded Airflow in {self.home}")
-        victim = matching[index]
-        signal_pids([victim.process.pid], signal.SIGKILL)
-        self._killed_groups.add(victim.process.pid)  # a component leads its own group (start_new_session)
-        reap(victim.process)
-        self._running = [c for c in self._running if c is not victim]
-        return victim.process.pid
+        return self._processes.kill(component, index)
 
     def revive(self, *components: str, timeout: float = DEFAULT_START_TIMEOUT_S) -> list[int]:
         """Start one more of each of `components` (after `kill`, say), as a supervisor would restart crashed
         ones; returns their pids once the stack is healthy again. Components killed together are revived
         together: the api-server's health answer counts the dag-processor's and triggerer's heartbeats."""
-        for component in components:
-            if component not in KNOWN_COMPONENTS:
-                raise EmbeddedAirflowError(f"unknown component {component!r}; choose from {list(KNOWN_COMPONENTS)}")
-        if "api-server" in components and any(c.name == "api-server" for c in self._running):
-            raise EmbeddedAirflowError(f"the api-server already runs in the embedded Airflow in {self.home}")
+        self._processes.check_revivable(components)
         if "api-server" in components:
             self.close_client()  # its connections went with the old server
-        revived = [self._spawn(component) for component in components]
-        self._running.extend(revived)
+        revived = [self._processes.spawn(component, port=self._port) for component in components]
         self._wait_until_healthy(time.monotonic() + timeout, timeout)
         return [component.process.pid for component in revived]
-
-    def _spawn(self, component: str, env: Mapping[str, str] | None = None) -> _Component:
-        log_path = self.log_path(component)
-        command = [sys.executable, "-m", "airflow", *_COMPONENT_ARGS[component]]
-        if component == "api-server":
-            command += ["--port", str(self._port)]
-        with open(log_path, "ab") as log_file:
-            process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                env={**self.child_env(), **(env or {})}, cwd=self.home, start_new_session=True,
-            )
-        return _Component(component, process, log_path)
 
     def _wait_until_healthy(self, deadline: float, timeout: float) -> None:
         """Until every component is healthy by a heartbeat of this start and the execution API has
         answered once (see `readiness`); `StartTimeout` at `deadline`, `ComponentFailed` at an exit."""
         since = datetime.now(UTC)
         while True:
-            self._fail_if_a_component_died()
+            self._processes.fail_if_one_died()
             health = health_or_none(self._client())
             unhealthy = unhealthy_components(health, self.components, since)
             if not unhealthy:
@@ -465,7 +326,7 @@ class EmbeddedAirflow(AirflowRestClient):
             time.sleep(POLL_SECONDS)
         started = time.monotonic()
         while not execution_api_answers(self._client(), deadline - time.monotonic()):
-            self._fail_if_a_component_died()
+            self._processes.fail_if_one_died()
             self._fail_at(deadline, f"was healthy, but its execution API (/execution/health) did not answer within "
                                     f"{timeout:.0f} s of the start")
             time.sleep(POLL_SECONDS)
@@ -475,27 +336,6 @@ class EmbeddedAirflow(AirflowRestClient):
         if time.monotonic() >= deadline:
             raise StartTimeout(f"the embedded Airflow in {self.home} {what}; raise the timeout on a busy machine "
                                f"or read the logs:\n{self.log_tails()}")
-
-    def _fail_if_a_component_died(self) -> None:
-        for component in self._running:
-            code = component.process.poll()
-            if code is not None:
-                raise ComponentFailed(
-                    component.name, component.log_path,
-                    f"the Airflow {component.name} exited with code {code}; its log ({component.log_path}) "
-                    f"ends with:\n{tail(component.log_path, _LOG_TAIL_LINES)}",
-                )
-
-# ---- helpers ----------------------------------------------------------------------------------
-
-
-def _check_components(components: Sequence[str]) -> None:
-    unknown = [name for name in components if name not in KNOWN_COMPONENTS]
-    if unknown:
-        raise EmbeddedAirflowError(f"unknown component(s) {unknown}; choose from {list(KNOWN_COMPONENTS)}")
-    if "api-server" not in components:
-        raise EmbeddedAirflowError("the api-server is required: it serves the execution API and the health check")
-
 
 
 __all__ = ["DEFAULT_COMPONENTS", "DEFAULT_EXECUTOR", "KNOWN_COMPONENTS", "STACK_TAG_VARIABLE", "EmbeddedAirflow"]
