@@ -33,7 +33,9 @@ def stack(tmp_path_factory):
     dags = home / "dags"
     os.makedirs(dags)
     shutil.copy(os.path.join(REPO, "dags", f"{DAG_ID}.py"), dags)
-    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session"}
+    # partitions kept after their consumers committed, so a cleared sink task finds its inputs (see the README)
+    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session",
+               "partition_retention": "3600"}
     # only the backfill's runs and the one triggered here: no run of the daily schedule of its own
     with EmbeddedAirflow(str(home), str(dags), regionflow_options=options,
                          extra_config={"scheduler": {"use_job_schedule": "False"}}) as airflow:
@@ -51,19 +53,21 @@ def reference(stack, tmp_path_factory, day, *params):
 
 def test_a_backfill_and_a_run_with_conf_write_one_partition_per_date_equal_to_its_reference(stack, tmp_path_factory):
     stack.wait_for_dag(DAG_ID)
-    stack.unpause(DAG_ID)
+    # created while the DAG is paused: the scheduler does not read the runs the command is writing (on SQLite a
+    # scheduler transaction upgrading to a write while the command holds its write lock gave "database is locked")
     backfill = subprocess.run(
         [sys.executable, "-m", "airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", "2026-01-01",
          "--to-date", "2026-01-02", "--max-active-runs", "2"],
         env=stack.child_env(), cwd=stack.home, capture_output=True, text=True, timeout=180)
     assert backfill.returncode == 0, backfill.stdout + backfill.stderr
+    stack.unpause(DAG_ID)
     conf_run = stack.trigger(DAG_ID, conf={"min_quantity": 3}, logical_date="2026-01-03T00:00:00+00:00")
     backfilled = [r for r in stack.dag_runs(DAG_ID) if r["run_type"] == "backfill"]
     days = {r["dag_run_id"]: r["logical_date"][:10] for r in backfilled}
     assert sorted(days.values()) == ["2026-01-01", "2026-01-02"], stack.dag_runs(DAG_ID)
     days[conf_run] = "2026-01-03"
     for run_id in days:
-        assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success", run_id
+        assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success", failures(stack, run_id)
 
     data_dir = stack.regionflow_options["data_dir"]
     got = {}
@@ -90,3 +94,56 @@ def test_a_backfill_and_a_run_with_conf_write_one_partition_per_date_equal_to_it
         assert (rows, checksum) == (expected[day]["rows"], expected[day]["checksum"]), day
     assert got["2026-01-01"] != got["2026-01-02"]  # each day has its own orders
     assert (default_day3["rows"], default_day3["checksum"]) != got["2026-01-03"]
+
+    # clearing day 2's sink region task: it runs again (its unit is committed: first commit wins, so it publishes
+    # the same files again) and leaves every other partition as it was
+    before = {day: mtimes(os.path.join(partitions_dir, f"ds={day}")) for day in ("2026-01-01", "2026-01-03")}
+    day2 = next(run_id for run_id, day in days.items() if day == "2026-01-02")
+    tries = {ti["task_id"]: ti["try_number"] for ti in stack.task_instances(DAG_ID, day2)}
+    stack.clear_task(DAG_ID, day2, ["totals"])
+    assert stack.wait_for_run(DAG_ID, day2, timeout=300) == "success", failures(stack, day2)
+    assert {ti["task_id"]: ti["try_number"] for ti in stack.task_instances(DAG_ID, day2)}["totals"] == \
+        tries["totals"] + 1
+    assert {day: mtimes(os.path.join(partitions_dir, f"ds={day}")) for day in before} == before
+    layout, partitions = dag_run_outputs(os.path.join(stack.dags_folder, f"{DAG_ID}.py"), DAG_ID, day2, data_dir, 1)
+    figures = layout.sink_figures(partitions, data_dir)["totals"]
+    assert (figures["rows"], figures["checksum"]) == got["2026-01-02"]
+
+
+def test_regionflow_run_writes_the_rendered_path_and_a_second_run_of_that_path_is_refused(stack, tmp_path):
+    """`regionflow run` of the DAG's job for a logical date (its runner, on the stack's Spark Connect server)
+    writes the partition of that date, equal to the reference; another run rendering the same path is
+    refused before any Spark work, naming both runs."""
+    from regionflow.spark.data.sinks import SinkConflictError
+    from regionflow.units.runner import LocalRunner
+
+    servers = stack.session_servers
+
+    def runner(run_id):
+        options = RunOptions(data_dir=str(tmp_path), cluster=servers.cluster, progress=None, servers=servers,
+                             run_id=run_id, context=cli_context("2026-01-05", None, []))
+        return LocalRunner("regionflow.examples.orders:daily", Plan(orders.daily), options)
+
+    summary = runner("first").run()
+    totals = summary.sinks["totals"]
+    assert totals["path"] == os.path.join(str(tmp_path), "sinks", "orders_daily", "totals", "ds=2026-01-05")
+    with pytest.raises(SinkConflictError) as info:
+        runner("second").preflight()
+    assert "run 'first' (logical date 2026-01-05" in str(info.value) and "run 'second'" in str(info.value)
+    reference_options = RunOptions(data_dir=str(tmp_path / "reference"), cluster=servers.cluster, progress=None,
+                                   servers=servers, context=cli_context("2026-01-05", None, []))
+    with no_client_marks():
+        expected = run_reference("regionflow.examples.orders:daily", Plan(orders.daily), reference_options)
+    assert (totals["rows"], totals["checksum"]) == (expected.sinks["totals"]["rows"],
+                                                    expected.sinks["totals"]["checksum"])
+
+
+def failures(stack, run_id):
+    """The run's failed task instances and the end of their last try's log."""
+    return "\n".join(f"{ti['task_id']}[{ti['map_index']}] try {ti['try_number']}:\n"
+                     + stack.task_log(DAG_ID, run_id, ti["task_id"], ti["try_number"], ti["map_index"])[-2500:]
+                     for ti in stack.task_instances(DAG_ID, run_id) if ti["state"] == "failed")
+
+
+def mtimes(path):
+    return {name: os.stat(os.path.join(path, name)).st_mtime_ns for name in os.listdir(path)}
