@@ -11,6 +11,7 @@ drops the store's tables too, ``airflow db check-migrations`` waits for the stor
 edge3 provider keeps its tables. It does what ``regionflow migrate-store`` does (`migrate.upgrade_schema`): an
 empty store is created and stamped, one from before Alembic recognised and stamped, an older one upgraded
 keeping its rows; versions go to the store's own version table, never to Airflow's ``alembic_version``.
+``airflow db-manager downgrade`` takes the store back to an older revision (`migrate.downgrade_schema`).
 A store with its own URL needs none of this: regionflow creates it on first use.
 
 The one module of `regionflow.store` that imports Airflow: only Airflow loads it, by the name above.
@@ -24,7 +25,7 @@ from airflow import settings
 from airflow.utils.db_manager import BaseDBManager
 
 from .engine import mask_url
-from .migrate import HEAD, MIGRATIONS, alembic_config, upgrade_schema
+from .migrate import HEAD, MIGRATIONS, alembic_config, downgrade_schema, upgrade_schema
 from .models import VERSION_TABLE, Base
 
 if TYPE_CHECKING:
@@ -72,6 +73,23 @@ class RegionflowDBManager(BaseDBManager):
             self.log.info("Created regionflow's store at %s (schema version %s)", url, after)
         elif before != after:
             self.log.info("Migrated regionflow's store at %s from schema version %s to %s", url, before, after)
+
+    def downgrade(self, to_revision: str, from_revision: str | None = None, show_sql_only: bool = False) -> None:
+        """Take the store back to `to_revision` (an older schema version's revision, or ``base``: no store
+        tables) in the session's transaction, and commit (``airflow db-manager downgrade``); `show_sql_only`
+        prints the SQL of the downgrade from `from_revision` (default: the head) instead."""
+        if show_sql_only:
+            from alembic import command
+
+            command.downgrade(self.get_alembic_config(), f"{from_revision or HEAD}:{to_revision}", sql=True)
+            return
+        self._release_metadata_locks_if_needed()
+        url = mask_url(self.session.get_bind().engine.url)
+        before, after = downgrade_schema(self.session.connection(), url, target=to_revision)
+        self.session.commit()
+        if before != after:
+            self.log.info("Downgraded regionflow's store at %s from schema version %s to %s", url, before,
+                          "none (its tables dropped)" if after is None else after)
 
 
 __all__ = ["RegionflowDBManager"]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 MIGRATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "migrations")
 HEAD = revision_of(SCHEMA_VERSION)
+BASE = "base"  # Alembic's revision before the first: no store tables
 VERSIONS = {revision_of(version): version for version in (*MIGRATABLE_FROM, SCHEMA_VERSION)}
 _VERSION_ROWS = table(VERSION_TABLE, column("version_num"))
 
@@ -123,6 +124,31 @@ def upgrade_schema(connection: Connection, url: str, now: float, *, target: str 
     return before, VERSIONS.get(target, SCHEMA_VERSION)
 
 
+def downgrade_schema(connection: Connection, url: str, *, target: str) -> tuple[int, int | None]:
+    """Take the store on `connection` (in a transaction the caller commits) back to revision `target`, an older
+    schema version's (the rows its tables hold are kept) or ``"base"`` (the store's tables dropped). One from
+    before Alembic is stamped first. Returns (the version found; the version now, None at base)."""
+    if target != BASE and target not in VERSIONS:
+        known = ", ".join([*sorted(VERSIONS), BASE])
+        raise StoreError(f"cannot downgrade regionflow's store at {url!r} to revision {target!r}; its revisions "
+                         f"are {known}")
+    found = read_schema(connection)
+    before = check_schema(found, url, migrating=True)
+    if before is None:
+        raise StoreError(f"no regionflow store at {url!r} to downgrade")
+    after = VERSIONS.get(target)
+    if after is not None and after > before:
+        raise StoreError(f"regionflow's store at {url!r} has {found.describe()}, older than revision {target!r}: "
+                         f"a downgrade goes back only; upgrade it (`regionflow migrate-store`, `airflow db migrate`)")
+    if found.revision is None:
+        stamp(connection, revision_of(before))
+    if after != before:
+        from alembic import command
+
+        command.downgrade(alembic_config(connection), target)
+    return before, after
+
+
 def create_schema(connection: Connection, now: float) -> None:
     """An empty store at this version: the tables, the rows that are always there, the head revision."""
     Base.metadata.create_all(connection)
@@ -176,5 +202,5 @@ def migrate(url: str) -> tuple[int, int]:
         engine.dispose()
 
 
-__all__ = ["HEAD", "MIGRATIONS", "VERSIONS", "FoundSchema", "alembic_config", "check_schema", "create_schema",
-           "migrate", "open_schema", "read_schema", "scripts", "stamp", "upgrade_schema"]
+__all__ = ["BASE", "HEAD", "MIGRATIONS", "VERSIONS", "FoundSchema", "alembic_config", "check_schema", "create_schema",
+           "downgrade_schema", "migrate", "open_schema", "read_schema", "scripts", "stamp", "upgrade_schema"]
