@@ -67,7 +67,7 @@ def test_a_hook_url_with_a_path_is_refused():
 def test_the_host_spec_takes_a_conn_id_alone_and_the_submit_backend_refuses_it():
     (host,) = Cluster.parse("ext:slots=2,conn_id=rf_ext")
     assert host.conn_id == "rf_ext" and Host.from_dict(host.to_dict()) == host
-    with pytest.raises(SpecError, match="host 'ext': conn_id names a Spark Connect server .* master"):
+    with pytest.raises(SpecError, match="host 'ext': conn_id names a runtime that someone else runs, and master"):
         Cluster.parse("ext:slots=2,conn_id=rf_ext,master=spark://127.0.0.1:7077")
     with pytest.raises(SpecError, match="conn_id.*not an Airflow connection id"):
         Cluster.parse("ext:slots=2,conn_id=a b")

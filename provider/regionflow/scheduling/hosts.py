@@ -61,7 +61,7 @@ class Host:
 
     `address` is where the host's runtime is reached (None: this machine, the runtime layer's default),
     `cpu_affinity` the core ids it is pinned to and `properties_file` a file its runtime's applications
-    load (None: none), `conn_id` the Airflow connection of a Spark Connect server someone else runs (None:
+    load (None: none), `conn_id` the Airflow connection of a runtime someone else runs (None:
     regionflow runs the host's runtime); scheduling keeps them for the runtime layer."""
 
     name: str
@@ -308,7 +308,7 @@ def _check_slots_fit_host(name: str, slots: int, totals: Mapping[str, float], pe
 def _check_conn_id_alone(name: str, plain: Mapping[str, Any]) -> None:
     clashing = [field for field in ("master", "affinity", "properties_file") if field in plain]
     if "conn_id" in plain and clashing:
-        raise SpecError(f"host '{name}': conn_id names a Spark Connect server that someone else runs, and "
+        raise SpecError(f"host '{name}': conn_id names a runtime that someone else runs, and "
                         f"{', '.join(clashing)} describe(s) a runtime regionflow starts; give one or the other")
 
 

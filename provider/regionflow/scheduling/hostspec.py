@@ -92,7 +92,7 @@ def _path_problem(value: str) -> str | None:
 
 def _conn_id_problem(value: str) -> str | None:
     if not NAME_RE.match(value):
-        return "not an Airflow connection id; use letters, digits, '.', '-' or '_' (e.g. spark_connect_default)"
+        return "not an Airflow connection id; use letters, digits, '.', '-' or '_' (e.g. team_runtime)"
     return None
 
 
@@ -138,9 +138,9 @@ HOST = Model("host", "a place that offers slots to the pool (a resource not give
     Field("properties_file", "string", "the absolute path of a file every application on the host's runtime loads, "
           "private to its owner (e.g. the secret of an authenticated master); checked when used", non_empty=True,
           check=_path_problem),
-    Field("conn_id", "string", "the Airflow connection (type spark_connect: host, port, token, use_ssl, user) of a "
-          "Spark Connect server that someone else runs, on any machine; regionflow never starts, stops or restarts "
-          "it (session backend only; not with master, affinity or properties_file)", non_empty=True,
+    Field("conn_id", "string", "the Airflow connection of a runtime that someone else runs, on any machine, checked "
+          "by the runtime layer; regionflow never starts, stops or restarts it (not with master, affinity or "
+          "properties_file)", non_empty=True,
           check=_conn_id_problem),
 ))
 
