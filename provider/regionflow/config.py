@@ -93,7 +93,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("spark_conn_id", "Airflow connection used by SparkSubmitHook; empty: one managed connection per host "
            "master.", "string", "spark_default", ""),
     Option("backend", "How region tasks and speculative copies run an attempt: 'session' (a client session on "
-           "the host's long-lived Spark Connect server, see regionflow session start) or 'submit' (one "
+           "the host's long-lived Spark Connect server, which the first region granted the host starts, or a host's "
+           "conn_id names; `regionflow session start` for servers run as services) or 'submit' (one "
            "spark-submit per attempt, e.g. for YARN or Kubernetes).", "string", "submit", "session",
            choices=("session", "submit")),
     Option("session_base_port", "Session backend: host i of the cluster serves Spark Connect on "

@@ -1,8 +1,8 @@
 """The session backend through Airflow: region tasks run as client sessions on the host's long-lived
 Spark Connect server (started by the embedded stack, as `regionflow session start` would), give the
 reference checksum in every mode, the pool's scheduling holds through Airflow (FIFO, no starvation, a
-region bigger than the cluster fails at once), a server that does not answer fails the task at once as a
-lost host, and run after run leaves no partition on disk. One stack for the module."""
+region bigger than the cluster fails at once), a stopped server is started by the next region task and a
+silent one fails it as a lost host, and run after run leaves no partition on disk. One stack for the module."""
 import glob
 import json
 import os
@@ -12,6 +12,7 @@ import time
 
 import pytest
 from e2e_runs import DAGS, MODES, run, task_log_file, times
+from stopping import pause_group, resume_group
 
 from regionflow.cli import main
 from regionflow.core.adaptive import decided_plan
@@ -167,16 +168,30 @@ def test_an_adaptive_region_whose_full_request_waits_starts_with_the_free_slot_a
     assert len(second.requests) == len(second.slots) == 1
 
 
-def test_a_server_that_does_not_answer_fails_the_task_at_once_as_a_lost_host(stack):
+def test_a_stopped_server_is_started_by_the_next_region_and_a_silent_one_is_a_lost_host(stack):
+    """regionflow starts the servers of its hosts: with the host's server stopped (as an operator would), the
+    next region task starts it (no `regionflow session start`) and succeeds. A server that accepts connections
+    but does not serve (its JVM stopped with SIGSTOP, as a hung one) fails the task as a lost host; once it
+    runs again, the cleared task succeeds on it."""
     stack.session_servers.stop()
+    run_id = run(stack, "orders_all_pipelined")
+    assert stack.wait_for_run("orders_all_pipelined", run_id, timeout=300) == "success"
+    [ti] = stack.task_instances("orders_all_pipelined", run_id)
+    log = task_log_file(stack, "orders_all_pipelined", run_id, ti["task_id"], ti["try_number"])
+    assert "host localhost: its Spark Connect server is not running; starting it" in log, log[-3000:]
+    [status] = stack.session_servers.status()
+    assert status.up, status
+
+    pause_group(status.pid)
     try:
         run_id = run(stack, "orders_all_pipelined")
         assert stack.wait_for_run("orders_all_pipelined", run_id, timeout=300) == "failed"
         [ti] = stack.task_instances("orders_all_pipelined", run_id)
         log = task_log_file(stack, "orders_all_pipelined", run_id, ti["task_id"], ti["try_number"])
-        assert "host localhost lost" in log and "regionflow session start --host localhost" in log
+        assert "host localhost lost" in log, log[-3000:]
     finally:
-        stack.session_servers.start()
+        resume_group(status.pid)
+    assert [s.pid for s in stack.session_servers.status()] == [status.pid]  # the same server, not a second one
     stack.clear_task("orders_all_pipelined", run_id, [ti["task_id"]])
     assert stack.wait_for_run("orders_all_pipelined", run_id, timeout=300) == "success"
 

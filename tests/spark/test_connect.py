@@ -17,7 +17,6 @@ from stopping import pause_group, resume_group
 from regionflow.cli import main as cli
 from regionflow.scheduling.hosts import Cluster, Host
 from regionflow.spark.data.task import UnitTask
-from regionflow.spark.launch.attempt import HostLost
 from regionflow.spark.launch.backends import SessionBackend
 from regionflow.spark.servers.auth import remote_session
 from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
@@ -228,12 +227,22 @@ def test_a_server_stopped_for_being_idle_is_started_again_by_the_next_attempt(se
     assert serves(server)
 
 
-def test_a_server_that_went_away_without_the_idle_mark_is_a_lost_host(tmp_path):
+def test_a_server_that_is_not_running_is_started_by_the_attempt_that_needs_it(tmp_path):
+    """No `regionflow session start`: the first attempt granted the host starts its server (the crash loop and
+    back-off of later restarts: test_server_keeper.py)."""
     servers = SessionServers(Cluster.parse("h9:slots=1"), str(tmp_path), base_port=free_port())
     task = UnitTask(job="j:JOB", mode="all-blocking", run_id="r1", data_dir=str(tmp_path), unit_key="u0",
                     unit_name="v[0]", regions=[0], attempt_id="a1-x", host="h9")
-    with pytest.raises(HostLost, match="host h9 lost: its Spark Connect server does not answer"):
-        SessionBackend(servers, {}).prepare(task, str(tmp_path / "t.json"), servers.cluster.host("h9"), 1, None)
+    lines: list[str] = []
+    try:
+        execution = SessionBackend(servers, {}).prepare(task, str(tmp_path / "t.json"), servers.cluster.host("h9"),
+                                                        1, lines.append)
+        server = servers.server("h9")
+        assert lines == ["host h9: its Spark Connect server is not running; starting it (regionflow starts the "
+                         "servers of its hosts when a region is granted one)"]
+        assert execution.url == server.url and server.status().up and serves(server)
+    finally:
+        servers.stop()
 
 
 def test_a_taken_port_is_refused_at_once_naming_the_port(server, tmp_path):

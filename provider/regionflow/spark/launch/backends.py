@@ -16,6 +16,7 @@ from ..data.task import UnitTask
 from ..servers.connect import SessionServerError
 from ..servers.connections import SparkConnectionError
 from ..servers.external import ExternalServer
+from ..servers.keeper import ServerKeeper
 from ..servers.session_servers import SessionServers
 from .attempt import Backend, HostLost
 from .orphans import OrphanStopper, ProcessOrphans, SessionOrphans
@@ -52,38 +53,30 @@ class SubmitBackend:
 
 
 class SessionBackend:
-    """An attempt is a client session on the host's Spark Connect server, which must be up."""
+    """An attempt is a client session on the host's Spark Connect server, started first when regionflow owns
+    it and it is not running (`ServerKeeper`)."""
 
     name = "session"
 
-    def __init__(self, servers: SessionServers, job_conf: Mapping[str, str]) -> None:
+    def __init__(self, servers: SessionServers, job_conf: Mapping[str, str],
+                 keeper: ServerKeeper | None = None) -> None:
         self.servers = servers
         self.job_conf = dict(job_conf)
+        self.keeper = keeper or ServerKeeper()
 
     def prepare(self, task: UnitTask, task_path: str, host: Host, slots: int,
                 on_line: Callable[[str], None] | None) -> SessionSubmission:
-        """The attempt's session; raises `HostLost` when the host's server does not answer. A server
-        stopped for being idle (``slot_idle_timeout``) is started again first."""
+        """The attempt's session; raises `HostLost` when the host's server cannot serve. A server regionflow
+        owns that is not running (never started, stopped for being idle, exited) is started first."""
         try:
             server = self.servers.server(host.name)
             url = server.url  # a conn_id host's: read from its Airflow connection
         except SparkConnectionError as error:
             raise HostLost(f"host {host.name} lost: {error}") from error
-        if server.stopped_idle:
-            if on_line is not None:
-                on_line(f"host {host.name}: its Spark Connect server was stopped for being idle; starting it again")
-            try:
-                server.start()
-            except SessionServerError as error:
-                raise HostLost(f"host {host.name} lost: its Spark Connect server, stopped for being idle, did "
-                               f"not start again: {error}") from error
-        if isinstance(server, ExternalServer) and not server.reachable():
-            raise HostLost(f"host {host.name} lost: {server.status().cause} (at {url})")
-        if not server.reachable():
-            raise HostLost(
-                f"host {host.name} lost: its Spark Connect server does not answer at {url} ([regionflow] "
-                f"backend = session); start it with `regionflow session start --host {host.name}` (same hosts and "
-                f"base port as [regionflow] hosts and session_base_port)")
+        try:
+            self.keeper.ensure(server, on_line or (lambda line: None))
+        except SessionServerError as error:
+            raise HostLost(f"host {host.name} lost: {error}") from error
         task.write(task_path)  # the same record of the attempt as the submit backend leaves
         return SessionSubmission(task, url, slots, self.job_conf, on_line=on_line, token=server.token,
                                  exit_cause=server.exit_cause,

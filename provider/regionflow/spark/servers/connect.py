@@ -139,6 +139,16 @@ class ConnectServer:
         return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.idle")
 
     @property
+    def keeper_lock_path(self) -> str:
+        """The lock under which one attempt decides to start this server (`keeper.ServerKeeper`)."""
+        return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.keeper.lock")
+
+    @property
+    def restarts_path(self) -> str:
+        """When the server was started again after it exited (`keeper.ServerKeeper`'s crash-loop count)."""
+        return os.path.join(self.state_dir, f"{_file_name(self.host.name)}.restarts.json")
+
+    @property
     def stopped_idle(self) -> bool:
         """The server was stopped for being idle (`stop_idle`): the next attempt starts it again."""
         return os.path.exists(self.idle_mark_path)
