@@ -127,6 +127,27 @@ def test_runner_run_values_fill_in_the_job_and_run_and_render_the_sinks(tmp_path
     assert rendered == {"totals": {"sink": "daily/ds=2026-01-02/limit=5"}}
 
 
+def test_regionflow_run_hands_its_context_to_the_runner(monkeypatch, tmp_path, capsys):
+    import regionflow.units.runner as runner
+
+    seen = {}
+
+    class Recording:
+        def __init__(self, job, plan, options):
+            seen["context"] = options.context
+
+        def run(self):
+            return runner.RunSummary("orders", "all-blocking", "r", 0.0)
+
+    monkeypatch.setattr(runner, "LocalRunner", Recording)
+    assert main(["run", "regionflow.examples.orders:daily", "--data-dir", str(tmp_path), "--logical-date",
+                 "2026-01-02", "--data-interval", "2026-01-01", "2026-01-02", "--param", "min_quantity=3"]) == 0
+    context = seen["context"]
+    assert context.logical_date == DAY and context.data_interval_start == DAY - timedelta(days=1)
+    assert context.params == {"min_quantity": 3} and context.dag_id == "orders_daily"
+    capsys.readouterr()
+
+
 def test_unit_task_carries_the_context_and_the_rendered_fields(tmp_path):
     run = RunContext.from_airflow(airflow_context())
     task = UnitTask(job="j", mode="all-blocking", run_id="r", data_dir=str(tmp_path), unit_key="u", unit_name="u",

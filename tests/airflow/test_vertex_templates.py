@@ -115,8 +115,10 @@ def test_outside_airflow_jinja2_renders_them_from_the_run_context():
     run = RunContext(dag_id="orders", run_id="r", logical_date=datetime(2026, 1, 2, tzinfo=UTC), params={"kind": "a"})
     assert render(vertex_templates(graph), run) == {"totals": {"sink": "daily/ds=2026-01-02/a/2026"}}
     with pytest.raises(TemplateError, match="vertex 'totals' field 'sink'.*'dict object' has no attribute 'kind'"):
-        render(vertex_templates(graph), RunContext())
+        render(vertex_templates(graph), RunContext(logical_date=datetime(2026, 1, 2, tzinfo=UTC)))
     assert not is_template("plain/path") and is_template("{% if x %}a{% endif %}")
+    with pytest.raises(TemplateError, match="'ds' is undefined; give the run a logical date"):
+        render({"totals": {"sink": "daily/ds={{ ds }}"}}, RunContext(params={"kind": "a"}))  # never "ds=None"
 
 
 def test_a_json_spec_sink_may_be_a_template():

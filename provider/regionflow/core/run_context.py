@@ -95,13 +95,17 @@ class RunContext:
         )
 
     def template_variables(self) -> dict[str, Any]:
-        """What a job spec's templates may use (`core.templates`): Airflow's names for the same values."""
+        """What a job spec's templates may use (`core.templates`): Airflow's names for the same values. As
+        in Airflow's context, a run without a logical date has no ``ds`` (nor the other date values), so a
+        template using one fails instead of rendering ``None``."""
+        variables: dict[str, Any] = {"params": dict(self.params), "dag_id": self.dag_id, "run_id": self.run_id}
         logical = self.logical_date
-        return {"ds": self.ds, "ds_nodash": self.ds_nodash, "logical_date": logical,
-                "ts": logical.isoformat() if logical else None,
-                "ts_nodash": logical.strftime("%Y%m%dT%H%M%S") if logical else None,
-                "data_interval_start": self.data_interval_start, "data_interval_end": self.data_interval_end,
-                "params": dict(self.params), "dag_id": self.dag_id, "run_id": self.run_id}
+        if logical is not None:
+            variables.update(ds=self.ds, ds_nodash=self.ds_nodash, logical_date=logical, ts=logical.isoformat(),
+                             ts_nodash=logical.strftime("%Y%m%dT%H%M%S"))
+        if self.data_interval_start is not None and self.data_interval_end is not None:
+            variables.update(data_interval_start=self.data_interval_start, data_interval_end=self.data_interval_end)
+        return variables
 
 
 def parse_datetime(text: Any, option: str) -> datetime:

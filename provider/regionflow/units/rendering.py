@@ -27,8 +27,10 @@ def render(templates: Mapping[str, Mapping[str, Any]], context: RunContext) -> R
         try:
             return environment.from_string(template).render(variables)
         except jinja2.TemplateError as error:
+            hint = ("; give the run a logical date (regionflow run --logical-date 2026-01-02)"
+                    if context.logical_date is None and isinstance(error, jinja2.UndefinedError) else "")
             raise TemplateError(f"vertex {vertex!r} field {name!r}: template {template!r} did not render: "
-                                f"{type(error).__name__}: {error}") from None
+                                f"{type(error).__name__}: {error}{hint}") from None
 
     return {vertex: {name: one(vertex, name, value) for name, value in fields.items()}
             for vertex, fields in templates.items()}
