@@ -139,3 +139,31 @@ def test_an_unrendered_template_is_never_written_under_its_literal_name():
     assert resolve_sink_path(graph.vertices["totals"], "/data", {"totals": {"sink": "daily/totals/ds=2026-01-02"}}) \
         == "/data/sinks/daily/totals/ds=2026-01-02"
     assert isinstance(TemplateError("x"), RegionflowError)
+
+
+def test_a_mapped_region_task_renders_them_for_each_shard(env, monkeypatch):
+    """A region of several shards is a mapped task: Airflow renders the unmapped shard's vertex_templates."""
+    from types import SimpleNamespace
+
+    from regionflow.operators import hash_by
+
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__MAX_SHARDS", "2")
+    with DAG("mapped_tpl", schedule="@daily", start_date=datetime(2026, 1, 1)) as dag:
+        orders = SparkVertexOperator(task_id="orders", parallelism=2, fn=job.generate_orders)
+        totals = SparkVertexOperator(task_id="totals", parallelism=3, fn=job.count_per_customer, sink=SINK)
+        orders >> hash_by("customer_id") >> totals
+    regionflow.transform(dag, mode="all-blocking", config=RegionflowConfig.from_airflow())
+    mapped = dag.get_task("totals")
+    assert mapped.partial_kwargs["vertex_templates"] == {"totals": {"sink": SINK}}
+
+    def context():
+        ti = SimpleNamespace(map_index=1, task_id="totals", dag_id="mapped_tpl", run_id="r", task=mapped)
+        return airflow_context(dag, ti=ti, dag_run=SimpleNamespace(conf={}))
+
+    rendered = context()
+    mapped.render_template_fields(rendered)
+    assert rendered["task"].shard == 1 and rendered["task"].vertex_templates == {
+        "totals": {"sink": "daily/totals/ds=2026-01-02"}}
+    mapped.partial_kwargs["vertex_templates"] = {"totals": {"sink": "daily/{{ nope }}"}}
+    with pytest.raises(TemplateError, match="vertex 'totals' field 'sink'.*'nope' is undefined"):
+        mapped.render_template_fields(context())
