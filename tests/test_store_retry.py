@@ -11,6 +11,7 @@ import sqlite3
 import psycopg2
 import psycopg2.errors
 import pytest
+from fake_time import FakeTime
 from gate_doubles import Counts, NoCopies, NoRecovery, RecordingWorkers, admit, end
 from sqlalchemy.exc import IntegrityError, OperationalError
 
@@ -60,20 +61,6 @@ def injected_fault():
 ])
 def test_only_a_lost_or_refused_connection_is_a_connection_error(error, lost):
     assert is_connection_error(error) is lost
-
-
-class FakeTime:
-    """The retry's clock and sleep: sleeping moves the clock, and is recorded."""
-
-    def __init__(self):
-        self.now, self.slept = 1000.0, []
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 class Flaky:

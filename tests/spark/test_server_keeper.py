@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from fake_time import FakeTime
 
 from regionflow.scheduling.hosts import Cluster, Host
 from regionflow.spark.data.task import UnitTask
@@ -44,18 +45,6 @@ class RecordingServer:
 
     def crash(self):
         self.up, self.cause = False, CAUSE
-
-
-class FakeTime:
-    def __init__(self):
-        self.now, self.slept = 1000.0, []
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def keeper_and_time():
