@@ -101,12 +101,16 @@ DEMO_BACKEND ?= session
 # The main job: the example DAG through an embedded Airflow (api-server, scheduler, dag-processor and
 # triggerer on 127.0.0.1, SQLite) with the RegionExecutor and local Spark (DEMO_BACKEND=session: a Spark
 # Connect server per host, each region task a client session on it; submit: a spark-submit per task);
-# then the plain PySpark reference, whose checksum the DAG run's sink checksum must equal.
+# two logical dates of the daily DAG, each writing its own partition (sink orders_daily/totals/ds={{ ds }});
+# then the plain PySpark reference of each date, whose checksum that date's partition's must equal.
 demo: venv bytecode
 	rm -rf $(DEMO_DIR)
 	$(VENV)/bin/regionflow plan dags/orders_daily.py --dag-id orders_daily
 	$(VPY) -m regionflow.demo --home $(DEMO_DIR)/airflow --dags-folder $(CURDIR)/dags --slots 3 --backend $(DEMO_BACKEND)
-	$(VENV)/bin/regionflow run regionflow.examples.orders:job --reference --slots 2 --data-dir $(DEMO_DIR)/reference
+	for day in 2026-01-01 2026-01-02; do \
+	  $(VENV)/bin/regionflow run regionflow.examples.orders:daily --reference --slots 2 --logical-date $$day \
+	    --data-dir $(DEMO_DIR)/reference || exit $$?; \
+	done
 
 bench: venv
 	$(VPY) benchmarks/run_all.py

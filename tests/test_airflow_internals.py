@@ -10,7 +10,7 @@ from queue import SimpleQueue
 from airflow.executors.local_executor import LocalExecutor
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from regionflow.airflow_internals import capture_hook_log, hand_to_local_workers, hook_process
+from regionflow.airflow_internals import RenderFailureHook, capture_hook_log, hand_to_local_workers, hook_process
 
 
 def test_local_executor_hands_workloads_to_its_workers_the_way_we_copy():
@@ -52,3 +52,13 @@ def test_the_spark_submit_hook_keeps_its_process_where_we_read_it():
     assert hook_process(hook) is None
     hook._submit_sp = marker = object()
     assert hook_process(hook) is marker
+
+
+def test_mapped_and_plain_tasks_render_through_the_hook_we_override():
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    for method in (MappedOperator.render_template_fields, BaseOperator.render_template_fields):
+        assert "._do_render_template_fields(" in inspect.getsource(method), \
+            f"{method.__qualname__} no longer renders through _do_render_template_fields: update RenderFailureHook"
+    assert "_do_render_template_fields" in RenderFailureHook.__dict__

@@ -16,6 +16,10 @@ Each is used because no public interface does the job; each is checked by
 - SparkSubmitHook's process (`hook_process`): ``submit()`` keeps the spark-submit ``Popen`` in
   ``_submit_sp`` and offers no accessor; regionflow needs its pid to kill the process group of an
   attempt that lost the commit race or its host.
+- The template rendering hook (`RenderFailureHook`): a mapped task (a region of several shards) is rendered
+  by ``MappedOperator.render_template_fields`` through the unmapped task's ``_do_render_template_fields``,
+  never through the public ``render_template_fields``; overriding that hook is the only way for the region
+  task to name the vertex and the field of a template that failed, mapped or not.
 """
 from __future__ import annotations
 
@@ -41,3 +45,22 @@ def hook_process(hook: Any) -> Any:
 
 
 __all__ = ["capture_hook_log", "hand_to_local_workers", "hook_process"]
+
+
+class RenderFailureHook:
+    """Mixin for an operator: when rendering its own template fields fails, Airflow's error goes to
+    ``self.template_render_failed(context, jinja_env, error)`` (which may raise a clearer one) before it is
+    raised as is (see the module docstring)."""
+
+    def _do_render_template_fields(self, parent: Any, template_fields: Any, context: Any, jinja_env: Any,
+                                   seen_oids: set[int]) -> None:
+        try:
+            super()._do_render_template_fields(parent, template_fields, context, jinja_env,  # type: ignore[misc]
+                                               seen_oids)
+        except Exception as error:
+            if parent is self:
+                self.template_render_failed(context, jinja_env, error)
+            raise
+
+    def template_render_failed(self, context: Any, jinja_env: Any, error: Exception) -> None:
+        """Called with Airflow's rendering error; raise a clearer one, or return to let it be raised."""

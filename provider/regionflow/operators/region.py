@@ -19,6 +19,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from ..airflow_internals import RenderFailureHook
 from ..config import RegionflowConfig
 from ..contract import is_inputs_gate
 from ..core.errors import RegionflowError
@@ -54,7 +55,7 @@ def supervised_log(write: Callable[[str], None]) -> Callable[[str], None]:
     return log_line
 
 
-class RegionOperator(BaseOperator):
+class RegionOperator(RenderFailureHook, BaseOperator):
     ui_color = "#cfe8f7"
     shallow_copy_attrs = (JOB_ATTRIBUTE,)  # a copied task (partial_subset) gets a shallow copy of the graph
     # {vertex: {"sink": template, "reads": [templates]}} of the region's vertices (`core.templates`): Airflow
@@ -121,23 +122,16 @@ class RegionOperator(BaseOperator):
                                          producers=[p.to_list() for p in producers])
         self.defer(trigger=trigger, method_name="execute_ready", kwargs={"unit": opened.name})
 
-    def _do_render_template_fields(self, parent: Any, template_fields: Any, context: Any, jinja_env: Any,
-                                   seen_oids: set[int]) -> None:
-        """Airflow's rendering; when ``vertex_templates`` fails, the error names the vertex and the field."""
-        try:
-            super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
-        except Exception as error:
-            if parent is not self or "vertex_templates" not in template_fields:
-                raise
-            for vertex, fields in self.vertex_templates.items():
-                for name, template in fields.items():
-                    try:
-                        self.render_template(template, context, jinja_env, set())
-                    except Exception as culprit:  # noqa: BLE001 - reported with the vertex and field it is about
-                        raise TemplateError(
-                            f"region task {self.task_id}: vertex {vertex!r} field {name!r} (vertex_templates): "
-                            f"template {template!r} did not render: {type(culprit).__name__}: {culprit}") from error
-            raise
+    def template_render_failed(self, context: Any, jinja_env: Any, error: Exception) -> None:
+        """Airflow's rendering failed (`RenderFailureHook`, mapped tasks too): name the vertex and the field."""
+        for vertex, fields in self.vertex_templates.items():
+            for name, template in fields.items():
+                try:
+                    self.render_template(template, context, jinja_env, set())
+                except Exception as culprit:  # noqa: BLE001 - reported with the vertex and field it is about
+                    raise TemplateError(
+                        f"region task {self.task_id}: vertex {vertex!r} field {name!r} (vertex_templates): "
+                        f"template {template!r} did not render: {type(culprit).__name__}: {culprit}") from error
 
     def _keep(self, attempt: Attempt) -> None:
         self._attempt = attempt
