@@ -91,8 +91,7 @@ def wait_until(condition, timeout, what):
 
 
 def scheduler_alive(stack) -> bool:
-    [component] = [c for c in stack._running if c.name == "scheduler"]
-    return component.process.poll() is None and stack.health()["scheduler"]["status"] == "healthy"
+    return stack.component_alive("scheduler") and stack.health()["scheduler"]["status"] == "healthy"
 
 
 def marker_lines(stack, name, run_id) -> int:

@@ -81,8 +81,7 @@ def whole_running_while_another_waits(stack, store, run_ids):
 
 
 def scheduler_alive(stack) -> bool:
-    [component] = [c for c in stack._running if c.name == "scheduler"]
-    return component.process.poll() is None and stack.health()["scheduler"]["status"] == "healthy"
+    return stack.component_alive("scheduler") and stack.health()["scheduler"]["status"] == "healthy"
 
 
 def store_refused(store) -> bool:

@@ -260,6 +260,11 @@ class EmbeddedAirflow(AirflowRestClient):
         """Each running component and its process id."""
         return {component.name: component.process.pid for component in self._processes.running}
 
+    def component_alive(self, component: str) -> bool:
+        """Whether `component` was started and none of its processes has exited since."""
+        started = [c for c in self._processes.running if c.name == component]
+        return bool(started) and all(c.process.poll() is None for c in started)
+
     def log_tail(self, component: str, lines: int = LOG_TAIL_LINES) -> str:
         return tail(self.log_path(component), lines)
 
