@@ -1,6 +1,7 @@
 """The daily example DAG (dags/orders_daily.py) through the real stack (scheduler, api-server, dag-processor,
-triggerer, RegionExecutor, session backend): an ``airflow backfill create`` of two dates writes two
-``ds=`` partitions, each equal to the plain reference run for its date, and a run triggered with a conf that
+triggerer, RegionExecutor, session backend): an ``airflow backfill create`` of three dates (one run at a time,
+in logical-date order) writes three ``ds=`` partitions, each equal to the plain reference run for its date, and
+clearing day 2 leaves the others' files untouched; a run triggered with a conf that
 overrides a param the job reads (``min_quantity``) writes its own partition, equal to the reference run with
 that param. One stack for the module; the references run on its Spark Connect server once the runs are done."""
 from __future__ import annotations
@@ -60,7 +61,7 @@ def create_backfill(stack, first, last, tries=4):
     for _ in range(tries):
         done = subprocess.run(
             [sys.executable, "-m", "airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", first,
-             "--to-date", last, "--max-active-runs", "2"],
+             "--to-date", last, "--max-active-runs", "1"],
             env=stack.child_env(), cwd=stack.home, capture_output=True, text=True, timeout=180)
         if done.returncode == 0 or "database is locked" not in done.stdout + done.stderr:
             return done
@@ -76,16 +77,20 @@ def test_a_backfill_and_a_run_with_conf_write_one_partition_per_date_equal_to_it
     stack.wait_for_dag(DAG_ID)
     # created while the DAG is paused: the scheduler does not read the runs the command is writing (on SQLite a
     # scheduler transaction upgrading to a write while the command holds its write lock gave "database is locked")
-    backfill = create_backfill(stack, "2026-01-01", "2026-01-02")
+    backfill = create_backfill(stack, "2026-01-01", "2026-01-03")
     assert backfill.returncode == 0, backfill.stdout + backfill.stderr
     stack.unpause(DAG_ID)
-    conf_run = stack.trigger(DAG_ID, conf={"min_quantity": 3}, logical_date="2026-01-03T00:00:00+00:00")
+    conf_run = stack.trigger(DAG_ID, conf={"min_quantity": 3}, logical_date="2026-01-04T00:00:00+00:00")
     backfilled = [r for r in stack.dag_runs(DAG_ID) if r["run_type"] == "backfill"]
     days = {r["dag_run_id"]: r["logical_date"][:10] for r in backfilled}
-    assert sorted(days.values()) == ["2026-01-01", "2026-01-02"], stack.dag_runs(DAG_ID)
-    days[conf_run] = "2026-01-03"
+    assert sorted(days.values()) == ["2026-01-01", "2026-01-02", "2026-01-03"], stack.dag_runs(DAG_ID)
+    days[conf_run] = "2026-01-04"
     for run_id in days:
         assert stack.wait_for_run(DAG_ID, run_id, timeout=600) == "success", failures(stack, run_id)
+    # --max-active-runs 1: the backfill's runs ran one at a time, in logical-date order
+    spans = sorted((r["logical_date"], r["start_date"], r["end_date"]) for r in stack.dag_runs(DAG_ID)
+                   if r["run_type"] == "backfill")
+    assert all(later[1] >= earlier[2] for earlier, later in zip(spans, spans[1:], strict=False)), spans
 
     data_dir = stack.regionflow_options["data_dir"]
     got = {}
@@ -102,20 +107,21 @@ def test_a_backfill_and_a_run_with_conf_write_one_partition_per_date_equal_to_it
         got[day] = (figures["rows"], figures["checksum"])
     partitions_dir = os.path.join(data_dir, "sinks", "orders_daily", "totals")
     assert sorted(n for n in os.listdir(partitions_dir) if not n.startswith(".")) == \
-        ["ds=2026-01-01", "ds=2026-01-02", "ds=2026-01-03"]
+        ["ds=2026-01-01", "ds=2026-01-02", "ds=2026-01-03", "ds=2026-01-04"]
     assert not [n for n in os.listdir(partitions_dir) if "rf-swap" in n]
     # the reference of each date (the conf run: with its param); the param changed what the job computed
-    expected = {day: reference(stack, tmp_path_factory, day) for day in ("2026-01-01", "2026-01-02")}
-    expected["2026-01-03"] = reference(stack, tmp_path_factory, "2026-01-03", "min_quantity=3")
-    default_day3 = reference(stack, tmp_path_factory, "2026-01-03")
+    expected = {day: reference(stack, tmp_path_factory, day) for day in ("2026-01-01", "2026-01-02", "2026-01-03")}
+    expected["2026-01-04"] = reference(stack, tmp_path_factory, "2026-01-04", "min_quantity=3")
+    default_day4 = reference(stack, tmp_path_factory, "2026-01-04")
     for day, (rows, checksum) in got.items():
         assert (rows, checksum) == (expected[day]["rows"], expected[day]["checksum"]), day
     assert got["2026-01-01"] != got["2026-01-02"]  # each day has its own orders
-    assert (default_day3["rows"], default_day3["checksum"]) != got["2026-01-03"]
+    assert (default_day4["rows"], default_day4["checksum"]) != got["2026-01-04"]
 
     # clearing day 2's sink region task: it runs again (its unit is committed: first commit wins, so it publishes
     # the same files again) and leaves every other partition as it was
-    before = {day: mtimes(os.path.join(partitions_dir, f"ds={day}")) for day in ("2026-01-01", "2026-01-03")}
+    before = {day: mtimes(os.path.join(partitions_dir, f"ds={day}"))
+              for day in ("2026-01-01", "2026-01-03", "2026-01-04")}
     day2 = next(run_id for run_id, day in days.items() if day == "2026-01-02")
     tries = {ti["task_id"]: ti["try_number"] for ti in stack.task_instances(DAG_ID, day2)}
     stack.clear_task(DAG_ID, day2, ["totals"])
