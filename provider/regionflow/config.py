@@ -19,7 +19,7 @@ from .core.modes import ExchangeMode
 from .core.schema import did_you_mean
 from .scheduling.hosts import Cluster
 from .scheduling.speculation_policy import SpeculationConfig, parse_switch
-from .spark.launch.targets import parse_cluster
+from .spark.launch.targets import backend_problem, parse_cluster
 
 SECTION = "regionflow"
 
@@ -234,12 +234,8 @@ class RegionflowConfig:
 
 
 def _check_conn_hosts(cluster: Cluster, backend: str) -> None:
-    """A host with a ``conn_id`` (a Spark Connect server someone else runs) needs the session backend."""
-    named = [host.name for host in cluster if host.conn_id is not None]
-    if named and backend != "session":
-        raise SpecError(f"[{SECTION}] hosts: host {named[0]!r} names a conn_id (a Spark Connect server), which only "
-                        f"backend = session uses, but backend = {backend}; set backend = session, or give the host a "
-                        f"master instead")
+    for problem in filter(None, (backend_problem(host, backend) for host in cluster)):
+        raise SpecError(f"[{SECTION}] hosts: {problem}")
 
 
 def check_option_names(names: Iterable[str], origin: Callable[[str], str] | None = None) -> None:

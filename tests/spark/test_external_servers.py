@@ -23,7 +23,7 @@ from regionflow.spark.servers.connections import (
     endpoint_of,
 )
 from regionflow.spark.servers.external import ExternalServer
-from regionflow.spark.servers.session_servers import SessionServers
+from regionflow.spark.servers.session_servers import SessionServers, free_port
 
 
 def define(monkeypatch, conn_id, **fields):
@@ -72,11 +72,13 @@ def test_the_host_spec_takes_a_conn_id_alone_and_the_submit_backend_refuses_it()
     with pytest.raises(SpecError, match="conn_id.*not an Airflow connection id"):
         Cluster.parse("ext:slots=2,conn_id=a b")
     values = {"hosts": "ext:slots=2,conn_id=rf_ext", "backend": "submit"}
-    with pytest.raises(SpecError, match=r"host 'ext' names a conn_id .* only backend = session uses"):
+    with pytest.raises(SpecError, match=r"\[regionflow\] hosts: host 'ext' names conn_id 'rf_ext' .* only backend "
+                                        r"session uses"):
         RegionflowConfig.from_values(values.get, airflow_home="/tmp")
     assert RegionflowConfig.from_values({**values, "backend": "session"}.get, airflow_home="/tmp").cluster == \
         Cluster.parse("ext:slots=2,conn_id=rf_ext")
-    with pytest.raises(SpecError, match="only the session backend uses"):
+    with pytest.raises(SpecError, match=r"^host 'ext' names conn_id 'rf_ext' .* only backend session uses, but the "
+                                        r"backend is submit"):
         SubmitBackend({}, []).prepare(None, "/nonexistent", host, 2, None)
 
 
@@ -117,10 +119,7 @@ def test_an_external_server_is_probed_never_started_or_stopped(listener):
         silent.start()
     assert not silent.stop() and not silent.stop_idle() and not silent.stopped_idle
     assert external(listener, use_ssl=True).serving()  # TLS first: a connection is all a probe can see
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        free = probe.getsockname()[1]
-    down = external(free).status()
+    down = external(free_port()).status()
     assert down.state == "down" and "not regionflow's to start" in down.cause
 
 
@@ -134,9 +133,3 @@ def test_the_session_backend_makes_a_bad_connection_a_lost_host_naming_it(monkey
     with pytest.raises(HostLost, match=r"host ext lost: nothing answers at the address of Airflow connection "
                                        r"'rf_gone'"):
         SessionBackend(servers, {}).prepare(None, str(tmp_path / "task.json"), servers.cluster.host("ext"), 2, None)
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

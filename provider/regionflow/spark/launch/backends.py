@@ -15,14 +15,15 @@ from ...scheduling.hosts import Host
 from ..data.task import UnitTask
 from ..servers.connect import SessionServerError
 from ..servers.connections import SparkConnectionError
-from ..servers.external import ExternalServer
 from ..servers.keeper import ServerKeeper
+from ..servers.reachability import LOSS_HANDSHAKE_TIMEOUT_S
 from ..servers.session_servers import SessionServers
 from .attempt import Backend, HostLost
 from .orphans import OrphanStopper, ProcessOrphans, SessionOrphans
 from .session_backend import SessionSubmission
 from .submission import unit_submission
 from .submit import RegionSubmission
+from .targets import backend_problem
 
 if TYPE_CHECKING:
     from ...config import RegionflowConfig
@@ -44,9 +45,9 @@ class SubmitBackend:
         """The attempt's spark-submit (its task file written to `task_path`). With `forward_output`
         the hook logs every output line itself (in a task process: to the task log), so `on_line`
         is not called as well."""
-        if host.conn_id is not None:
-            raise SpecError(f"host {host.name!r} names conn_id {host.conn_id!r}, a Spark Connect server, which only "
-                            f"the session backend uses; run with backend session, or give the host a master")
+        problem = backend_problem(host, self.name)
+        if problem is not None:
+            raise SpecError(problem)
         return unit_submission(task, task_path, host, slots, self.job_conf, self.py_files,
                                on_line=None if self.forward_output else on_line,
                                forward_output=self.forward_output, conn_id=self.conn_id)
@@ -80,7 +81,7 @@ class SessionBackend:
         task.write(task_path)  # the same record of the attempt as the submit backend leaves
         return SessionSubmission(task, url, slots, self.job_conf, on_line=on_line, token=server.token,
                                  exit_cause=server.exit_cause,
-                                 serving=server.serving if isinstance(server, ExternalServer) else None)
+                                 serving=lambda: server.serving(LOSS_HANDSHAKE_TIMEOUT_S))
 
 
 def configured_servers(config: RegionflowConfig) -> SessionServers:

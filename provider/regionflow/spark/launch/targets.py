@@ -64,6 +64,15 @@ def host_problem(host: Host) -> str | None:
     return None
 
 
+def backend_problem(host: Host, backend: str) -> str | None:
+    """What `backend` cannot run on `host` (one line naming both and the fix), or None: a host with a
+    ``conn_id`` (a Spark Connect server someone else runs) needs the session backend."""
+    if host.conn_id is not None and backend != "session":
+        return (f"host {host.name!r} names conn_id {host.conn_id!r} (a Spark Connect server), which only backend "
+                f"session uses, but the backend is {backend}; use backend session, or give the host a master")
+    return None
+
+
 def check_cluster(cluster: Cluster) -> Cluster:
     """`cluster` itself once every host is one Spark runs; else `SpecError` for the first host at fault."""
     for host in cluster:
@@ -78,4 +87,4 @@ def parse_cluster(spec: str) -> Cluster:
     return check_cluster(Cluster.parse(spec))
 
 
-__all__ = ["SparkTarget", "check_cluster", "host_problem", "parse_cluster", "spark_target"]
+__all__ = ["SparkTarget", "backend_problem", "check_cluster", "host_problem", "parse_cluster", "spark_target"]

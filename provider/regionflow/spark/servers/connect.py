@@ -37,7 +37,7 @@ from ..launch.submit_args import LOOPBACK, SubmitConfigError, sized_master, spar
 from ..launch.targets import spark_target
 from .auth import TOKEN_VARIABLE, checked_properties_file, new_secret, read_secret, remote_session, write_secret
 from .client_env import classic_spark_env, no_client_marks
-from .reachability import answers, connect_server_serves
+from .reachability import DEFAULT_HANDSHAKE_TIMEOUT_S, answers, connect_server_serves
 from .server_log import EXIT_ON_OOM, log_cause
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -284,10 +284,10 @@ class ConnectServer:
         is there to stop or to ask), even if it is stopped or hung; see `serving`."""
         return _port_answers(self.port)
 
-    def serving(self) -> bool:
-        """True when this host's Spark Connect server answers an HTTP/2 handshake: its process runs and
-        serves, which is what a client needs (`reachable` also holds for a stopped or hung server)."""
-        return connect_server_serves(self.url)
+    def serving(self, timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_S) -> bool:
+        """True when this host's Spark Connect server answers an HTTP/2 handshake within `timeout` seconds: its
+        process runs and serves, which is what a client needs (`reachable` also holds for a stopped or hung one)."""
+        return connect_server_serves(self.url, timeout)
 
     def status(self) -> ServerStatus:
         """Whether this host's server is up, starting or down (read from its state file and port)."""

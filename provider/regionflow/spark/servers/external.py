@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ...scheduling.hosts import Host
 from .connect import ServerStatus, SessionServerError
 from .connections import ConnectEndpoint, connect_endpoint
-from .reachability import answers, speaks_http2
+from .reachability import DEFAULT_HANDSHAKE_TIMEOUT_S, answers, speaks_http2
 
 
 class ExternalServer:
@@ -51,11 +51,11 @@ class ExternalServer:
         """True when the server's address accepts a TCP connection."""
         return answers(*self.endpoint.address)
 
-    def serving(self) -> bool:
+    def serving(self, timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_S) -> bool:
         """True when it answers an HTTP/2 handshake (without TLS) or accepts a connection (with TLS, whose
-        handshake comes first)."""
+        handshake comes first) within `timeout` seconds."""
         host, port = self.endpoint.address
-        return answers(host, port) if self.endpoint.use_ssl else speaks_http2(host, port)
+        return answers(host, port, timeout) if self.endpoint.use_ssl else speaks_http2(host, port, timeout)
 
     def status(self) -> ServerStatus:
         if self.reachable():

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable
 
-from ...localfiles import exclusive_lock, write_text_atomically
+from ...localfiles import exclusive_lock, write_json_atomically
 from .connect import ConnectServer, SessionServerError
 from .external import ExternalServer
 
@@ -37,8 +37,9 @@ class ServerKeeper:
         """Start `server` when regionflow owns it and it is not running; a `SessionServerError` saying why
         when it cannot serve (someone else's is down, a crash loop, a start that failed)."""
         if isinstance(server, ExternalServer):
-            if not server.reachable():
-                raise SessionServerError(f"{server.status().cause} (at {server.url})")
+            status = server.status()
+            if not status.up:
+                raise SessionServerError(f"{status.cause} (at {server.url})")
             return
         if server.reachable():
             return
@@ -72,7 +73,7 @@ class ServerKeeper:
             self.sleep(wait)
         else:
             note(f"host {host}: {cause}; starting it again")
-        _write_restarts(server.restarts_path, [*restarts, self.clock()])
+        write_json_atomically(server.restarts_path, [*restarts, self.clock()])
         server.start()
 
 
@@ -82,10 +83,6 @@ def _read_restarts(path: str) -> list[float]:
             return [float(at) for at in json.load(handle)]
     except (OSError, ValueError, TypeError):
         return []
-
-
-def _write_restarts(path: str, restarts: list[float]) -> None:
-    write_text_atomically(path, json.dumps(restarts))
 
 
 __all__ = ["BACKOFF_S", "CRASH_LOOP_RESTARTS", "CRASH_LOOP_WINDOW_S", "ServerKeeper"]
