@@ -6,23 +6,13 @@ import json
 import os
 
 import pytest
+from file_helpers import read, write
 
 from regionflow.spark.data import sink_swap
 from regionflow.spark.data.sinks import SinkCommitter, SinkConflictError
 from regionflow.spark.data.store import SINK_MARKER, PartitionStore
 
 DAY1, DAY2, DAY3 = "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", "2026-01-03T00:00:00+00:00"
-
-
-def write(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as handle:
-        handle.write(text)
-
-
-def read(path):
-    with open(path) as handle:
-        return handle.read()
 
 
 def committed(data, run, unit, subtasks, text="rows", attempt="a1"):

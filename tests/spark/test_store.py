@@ -10,6 +10,7 @@ import os
 import threading
 
 import pytest
+from file_helpers import read, write
 
 from regionflow.core.errors import RegionflowError
 from regionflow.spark.data.filesystems import LocalFileSystem, PartitionStoreError, filesystem_for
@@ -27,17 +28,6 @@ from regionflow.spark.data.store import (
 @pytest.fixture
 def store(tmp_path):
     return PartitionStore(str(tmp_path / "data"), "run-1")
-
-
-def write(path, text="x"):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as handle:
-        handle.write(text)
-
-
-def read(path):
-    with open(path) as handle:
-        return handle.read()
 
 
 def fill_attempt(store, unit, attempt, producers=(0, 1)):
