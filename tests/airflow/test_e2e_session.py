@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import time
 
 import pytest
 from e2e_runs import DAGS, MODES, run, task_log_file, times
@@ -123,12 +122,8 @@ def test_big_region_starts_before_a_stream_of_one_slot_tasks_ends(stack):
 
 
 def _wait_until_running(stack, dag_id, run_id, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(ti["state"] == "running" for ti in stack.task_instances(dag_id, run_id)):
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"no task of {dag_id} started within {timeout} s")
+    assert wait_until(lambda: any(ti["state"] == "running" for ti in stack.task_instances(dag_id, run_id)),
+                      timeout, 0.5), f"no task of {dag_id} started within {timeout} s"
 
 
 def test_an_adaptive_vertex_is_decided_again_when_its_region_task_is_granted(stack):
