@@ -95,5 +95,11 @@ def rendered_value(rendered: Mapping[str, Mapping[str, Any]] | None, vertex: str
     return ((rendered or {}).get(vertex) or {}).get(name)
 
 
+def vertex_reads(rendered: Mapping[str, Mapping[str, Any]] | None, vertex: Vertex) -> tuple[str, ...]:
+    """The paths `vertex` reads in this run: its rendered reads, else the declared ones."""
+    reads = rendered_value(rendered, vertex.name, "reads")
+    return tuple(reads) if reads is not None else vertex.reads
+
+
 __all__ = ["TEMPLATED_FIELDS", "Rendered", "TemplateError", "checked", "is_template", "rendered_value", "sink_claim",
-           "vertex_templates"]
+           "vertex_reads", "vertex_templates"]

@@ -89,10 +89,8 @@ class OpenedUnit:
     def unit_task(self, *, slots: int, host: str = "", attempt_id: str = "",
                   excluded_nodes: list[str] | None = None) -> BuiltTask:
         """The unit task for a grant of `slots` slots; without host and attempt it is a template."""
-        builder = self.builder
-        builder.context, builder.rendered = self.context, self.rendered
-        return builder.build(self.unit, slots=slots, host=host, attempt_id=attempt_id,
-                                  excluded_nodes=excluded_nodes or ())
+        return self.builder.build(self.unit, slots=slots, host=host, attempt_id=attempt_id,
+                                  excluded_nodes=excluded_nodes or (), context=self.context, rendered=self.rendered)
 
     @property
     def builder(self) -> UnitTaskBuilder:

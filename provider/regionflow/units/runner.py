@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,7 +24,7 @@ from ..core.attempts import AttemptState
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
 from ..core.run_context import RunContext
-from ..core.templates import checked, rendered_value, sink_claim, vertex_templates
+from ..core.templates import checked, sink_claim, vertex_reads, vertex_templates
 from ..scheduling.elastic import elastic_bulk
 from ..scheduling.errors import SchedulingError
 from ..scheduling.fit import misfits
@@ -97,8 +97,7 @@ class LocalRunner:
         self.descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
         self.context, self.rendered = run_values(plan, options, self.run_id)
         self.tasks = UnitTaskBuilder(job_reference, self.layout, self.store, options.data_dir, self.descriptors,
-                                     lambda producer_unit: self.unit_host.get(producer_unit, ""),
-                                     context=self.context, rendered=self.rendered)
+                                     lambda producer_unit: self.unit_host.get(producer_unit, ""))
         self.events: queue.Queue = queue.Queue()
         self.live: dict[int, tuple[str, Attempt]] = {}  # unit -> (bulk id, its running attempt)
         self.servers: SessionServers | None = None
@@ -120,7 +119,7 @@ class LocalRunner:
         self.store.check_writable()
         for vertex in self.plan.graph.vertices.values():
             vertex.resolve_fn()
-            _check_reads(vertex, rendered_value(self.rendered, vertex.name, "reads"))
+            _check_reads(vertex.name, vertex_reads(self.rendered, vertex))
         committers = [SinkCommitter(resolve_sink_path(v, self.options.data_dir, self.rendered), self.plan.graph.name,
                                     self.run_id, vertex=v.name, data_dir=self.options.data_dir,
                                     **sink_claim(v, self.context))
@@ -207,7 +206,7 @@ class LocalRunner:
                                  attempt_id=attempt_id, excluded_nodes=excluded_nodes(
                                      host, self.options.cluster.hosts,
                                      lambda: self.pool.blocklist.hosts_for(self.plan.graph.name)),
-                                 context=self.context.with_try(self.runs[unit].attempts))
+                                 context=self.context.with_try(self.runs[unit].attempts), rendered=self.rendered)
         if built.decision.values:
             self._progress(f"{self.runs[unit].name}: adaptive parallelism {built.decision.reason}")
         log_path = os.path.join(self.work_dir, "logs", f"{self.keys[unit]}-{attempt_id}.log")
@@ -359,13 +358,13 @@ def run_values(plan: Plan, options: RunOptions, run_id: str) -> tuple[RunContext
     return context, checked(plan.graph, render(vertex_templates(plan.graph), context))
 
 
-def _check_reads(vertex, rendered: list[str] | None = None) -> None:
-    """A declared input path that is missing fails the run before Spark starts (local paths only:
+def _check_reads(vertex: str, paths: Sequence[str]) -> None:
+    """An input path of `vertex` that is missing fails the run before Spark starts (local paths only:
     a remote URI is checked by Spark itself)."""
-    for path in rendered if rendered is not None else vertex.reads:
+    for path in paths:
         local = local_path(path)
         if "://" not in local and not os.path.exists(local):
-            raise RunFailed(f"vertex {vertex.name!r} reads {path!r}, which does not exist; "
+            raise RunFailed(f"vertex {vertex!r} reads {path!r}, which does not exist; "
                             "create it or fix the path in the job")
 
 

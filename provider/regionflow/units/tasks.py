@@ -41,8 +41,7 @@ class UnitTaskBuilder:
 
     def __init__(self, job_reference: str, layout: UnitLayout, partitions: PartitionStore, data_dir: str,
                  descriptors: DescriptorCache, host_of: Callable[[int], str], *,
-                 check_released: bool = False, partition_retention: float = 0.0,
-                 context: RunContext | None = None, rendered: Rendered | None = None) -> None:
+                 check_released: bool = False, partition_retention: float = 0.0) -> None:
         self.job_reference = job_reference
         self.layout = layout
         self.partitions = partitions
@@ -51,14 +50,13 @@ class UnitTaskBuilder:
         self.host_of = host_of
         self.check_released = check_released
         self.partition_retention = partition_retention
-        self.context = context or RunContext()  # the run's values and rendered fields, in every unit task
-        self.rendered: Rendered = dict(rendered or {})
 
     def build(self, unit: int, *, slots: int, width_slots: int | None = None, host: str = "",
-              attempt_id: str = "", excluded_nodes: Sequence[str] = (), context: RunContext | None = None) -> BuiltTask:
+              attempt_id: str = "", excluded_nodes: Sequence[str] = (), context: RunContext,
+              rendered: Rendered) -> BuiltTask:
         """The unit task for a grant of `slots` slots (as many regions at once as `width_slots`, default
-        `slots`, can hold); without host and attempt it is a template (a speculative copy's). `context`:
-        the run's values for this attempt (default: the builder's)."""
+        `slots`, can hold); without host and attempt it is a template (a speculative copy's). `context` and
+        `rendered`: the run's values for this attempt and its vertices' rendered fields."""
         layout = self.layout
         reads = bool(layout.consumed_groups[unit])
         if reads and self.check_released:
@@ -72,8 +70,7 @@ class UnitTaskBuilder:
                         inputs=self._input_refs(granted, at), slots=slots, max_shards=granted.max_shards,
                         slot_request=granted.slot_request(at, width), parallelism=decided(granted.plan.graph),
                         subtasks=granted.plan.topology.subtask_count, input_bytes=input_bytes,
-                        excluded_nodes=list(excluded_nodes), context=(context or self.context).to_dict(),
-                        rendered=self.rendered)
+                        excluded_nodes=list(excluded_nodes), context=context.to_dict(), rendered=dict(rendered))
         return BuiltTask(task, decision)
 
     def _input_refs(self, layout: UnitLayout, unit: int) -> dict[str, dict[str, Any]]:

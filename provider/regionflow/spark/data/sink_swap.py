@@ -53,6 +53,8 @@ def same_file(fs: FileSystem, a: str, b: str) -> bool:
                 return False
         except FileNotFoundError:
             return False
+    elif fs.size(a) != fs.size(b):
+        return False  # remote: two sizes before two downloads
     return fs.read_bytes(a) == fs.read_bytes(b)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from ...core.graph import Distribution, Vertex
 from ...core.plan import Plan
 from ...core.run_context import RunContext
-from ...core.templates import rendered_value
+from ...core.templates import vertex_reads
 from ...core.topology import ExecutionEdge
 from ..data.descriptors import load_descriptor
 from ..data.filesystems import join
@@ -145,11 +145,10 @@ class UnitComputer:
     def _define(self, vertex_index: int, span: Span) -> _Part:
         name = self.topology.vertex_names[vertex_index]
         vertex = self.plan.graph.vertices[name]
-        reads = rendered_value(self.task.rendered, name, "reads")
         ctx = TaskContext(self.plan.graph.name, name, span.first, span.end, vertex.parallelism,
                           self.task.attempt_id, self._region_name(vertex_index, span),
                           self.run_context.run_id or self.task.run_id, self.run_context,
-                          tuple(reads) if reads is not None else vertex.reads)
+                          vertex_reads(self.task.rendered, vertex))
         part = _Part(vertex, vertex_index, span, ctx)
         try:
             inputs = self._inputs(vertex_index, span)

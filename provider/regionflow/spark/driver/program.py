@@ -27,10 +27,10 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.graph import Vertex
+from ...core.graph import Sink, Vertex
 from ...core.plan import Plan
 from ...core.run_context import RunContext
-from ...core.templates import is_template, rendered_value
+from ...core.templates import is_template, rendered_value, vertex_reads
 from ..data.filesystems import join
 from ..data.integrity import damage
 from ..data.sinks import SinkCommitter
@@ -153,7 +153,7 @@ def resolve_sink_path(vertex: Vertex, data_dir: str, rendered: Mapping[str, Mapp
     if is_template(path):
         raise ValueError(f"vertex {vertex.name!r}: its sink {path!r} is a template that was not rendered for this "
                          f"run; run it through a region task or `regionflow run`, which render it")
-    if "://" in path or path.startswith("/"):
+    if Sink(path).is_absolute:
         return path
     return f"{data_dir.rstrip('/')}/sinks/{os.path.normpath(path)}"  # Sink checked it stays inside
 
@@ -176,9 +176,8 @@ def run_reference(spark, plan: Plan, task: UnitTask) -> dict[str, Any]:
         for exec_edge in topology.in_edges[index]:
             src = exec_edge.edge.src
             inputs[src if src not in inputs else f"{src}[{exec_edge.index}]"] = frames[src]
-        reads = rendered_value(task.rendered, name, "reads")
         ctx = reference_context(plan.graph.name, name, task.run_id, vertex.parallelism,
-                                RunContext.from_dict(task.context), tuple(reads) if reads else vertex.reads)
+                                RunContext.from_dict(task.context), vertex_reads(task.rendered, vertex))
         try:
             frame = vertex.resolve_fn()(spark, inputs, ctx)
             check_frame(frame)
