@@ -135,8 +135,9 @@ def test_a_fixed_sink_keeps_the_newest_logical_date(tmp_path):
     assert contents(path) == {"part-00000.parquet": "r2 0"}
     later = SinkCommitter(path, "job", "r3", vertex="out", logical_date="2026-01-03T01:00:00+01:00")
     assert later.claim() == ["part-00000.parquet"]
-    plain = SinkCommitter(path, "job", "r4", vertex="out")
-    assert plain.claim() == [] and json.loads(read(os.path.join(path, SINK_MARKER)))["run"] == "r4"
+    later.publish(committed(data, "r3", "u", [0], text="r3"), "out", [0])
+    plain = SinkCommitter(path, "job", "r4", vertex="out")  # no logical date: replaces as before
+    assert plain.claim() == ["part-00000.parquet"] and json.loads(read(os.path.join(path, SINK_MARKER)))["run"] == "r4"
 
 
 def test_a_fixed_sink_under_two_concurrent_runs_never_interleaves(tmp_path):
