@@ -69,7 +69,7 @@ from .tpch_queries import (
     q18_quantity,
     q18_result,
 )
-from .tpch_tables import COLUMNS, LIMIT, ORDER_BY, TPCH_DIR_ENV, TpchDataError, read_table, tpch_dir
+from .tpch_tables import ORDER_BY, TPCH_DIR_ENV, TpchDataError, tpch_dir
 
 QUERIES = (1, 3, 9, 18)
 DEFAULT_PARALLELISM = 4
@@ -152,8 +152,8 @@ def q18() -> JobGraph:
 
 
 __all__ = [
-    "COLUMNS", "DEFAULT_PARALLELISM", "LIMIT", "ORDER_BY", "QUERIES", "SINK_VERTEX", "TPCH_DIR_ENV", "TpchDataError",
-    "build_job", "q1", "q3", "q9", "q18", "read_table", "tpch_dir", "q1_lineitem", "q1_aggregate", "q1_result",
+    "DEFAULT_PARALLELISM", "ORDER_BY", "QUERIES", "SINK_VERTEX", "TPCH_DIR_ENV", "TpchDataError",
+    "build_job", "q1", "q3", "q9", "q18", "tpch_dir", "q1_lineitem", "q1_aggregate", "q1_result",
     "q3_customer", "q3_customer_orders", "q3_order_lines", "q3_revenue", "q3_result", "q9_part", "q9_partsupp",
     "q9_supplier", "q9_nation", "q9_orders", "q9_green_lines", "q9_costed_lines", "q9_dated_lines", "q9_profit",
     "q9_result", "q18_lineitem", "q18_orders", "q18_customer", "q18_large_orders", "q18_large_order_rows",

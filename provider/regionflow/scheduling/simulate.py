@@ -27,7 +27,7 @@ from ..core.plan import Plan
 from ..core.topology import gc_paused
 from .hosts import Cluster
 from .simulate_allocators import FifoBulkSimulation, PerTaskSimulation
-from .simulate_loop import DEFAULT_DURATION, RegionRun, SimulationResult
+from .simulate_loop import SimulationResult
 
 
 def parse_durations(spec: str | None) -> dict[str, float]:
@@ -105,4 +105,4 @@ def bench_schedule(parallelism: int = 10_000, slots: int = 1_000, repeats: int =
     }
 
 
-__all__ = ["DEFAULT_DURATION", "RegionRun", "SimulationResult", "bench_schedule", "parse_durations", "simulate"]
+__all__ = ["bench_schedule", "parse_durations", "simulate"]

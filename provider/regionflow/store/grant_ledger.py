@@ -22,6 +22,7 @@ from .grant_rows import (
     normalized_slots,
     plain_request,
     release_row,
+    waiting_grants_query,
 )
 from .models import GrantRow
 from .records import GrantRecord, GrantState, admission_of, bulk_id_for, job_id_for
@@ -182,9 +183,8 @@ class GrantLedger(LedgerBase):
     @retried
     def waiting_grants(self) -> list[GrantRecord]:
         """Waiting bulks in FIFO order (order of first record_waiting)."""
-        query = select(GrantRow).where(GrantRow.state == GrantState.WAITING.value).order_by(GrantRow.id)
         with self._read() as session:
-            return [grant_record(row) for row in session.scalars(query)]
+            return [grant_record(row) for row in session.scalars(waiting_grants_query())]
 
     @retried
     def grants(self, dag_id: str | None = None, run_id: str | None = None) -> list[GrantRecord]:

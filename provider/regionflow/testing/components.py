@@ -154,9 +154,7 @@ class ComponentProcesses:
     def check_revivable(self, components: Iterable[str]) -> None:
         """`EmbeddedAirflowError` for an unknown component, or a second api-server."""
         components = list(components)
-        for component in components:
-            if component not in KNOWN_COMPONENTS:
-                raise EmbeddedAirflowError(f"unknown component {component!r}; choose from {list(KNOWN_COMPONENTS)}")
+        _check_known(components)
         if "api-server" in components and any(c.name == "api-server" for c in self.running):
             raise EmbeddedAirflowError(f"the api-server already runs in the embedded Airflow in {self.home}")
 
@@ -231,11 +229,15 @@ class ComponentProcesses:
         wait_until(lambda: not stage_pids(), grace_seconds)
 
 
-def check_components(components: Sequence[str]) -> None:
-    """`EmbeddedAirflowError` for an unknown component or a stack without the api-server."""
+def _check_known(components: Sequence[str]) -> None:
     unknown = [name for name in components if name not in KNOWN_COMPONENTS]
     if unknown:
         raise EmbeddedAirflowError(f"unknown component(s) {unknown}; choose from {list(KNOWN_COMPONENTS)}")
+
+
+def check_components(components: Sequence[str]) -> None:
+    """`EmbeddedAirflowError` for an unknown component or a stack without the api-server."""
+    _check_known(components)
     if "api-server" not in components:
         raise EmbeddedAirflowError("the api-server is required: it serves the execution API and the health check")
 

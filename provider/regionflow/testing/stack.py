@@ -57,7 +57,7 @@ from .readiness import execution_api_answers, health_or_none, unhealthy_componen
 from .rest_client import POLL_SECONDS, AirflowRestClient
 
 DEFAULT_EXECUTOR = "regionflow.executors.RegionExecutor"
-DEFAULT_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+DEFAULT_COMPONENTS = KNOWN_COMPONENTS  # a stack runs every component unless told otherwise
 # A bound for a stack that never gets healthy, not an expected time: a component that exits fails the
 # start at once. On a throttled 2-core box a start took 5-10 min (migration, four Airflow interpreters
 # and the execution API's first answer).
