@@ -20,6 +20,7 @@ COMMANDS = [
     [sys.executable, "benchmarks/airflow_executor.py"],
     [sys.executable, "benchmarks/conformance.py"],
     [sys.executable, "benchmarks/speculation.py"],
+    [sys.executable, "benchmarks/machines.py"],  # root: machines are network namespaces
     [sys.executable, "benchmarks/soak.py", "--duration", "600", "--restart-every", "200"],  # the 1-hour run: no args
 ]
 

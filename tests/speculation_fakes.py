@@ -36,6 +36,7 @@ class FakeSubmission:
     server_url: str | None = None  # so does an sc:// URL (a Spark Connect server)
     killed: threading.Event = field(default_factory=threading.Event)
     ran: threading.Event = field(default_factory=threading.Event)
+    master_gone: threading.Event = field(default_factory=threading.Event)  # the host watch said its master went
 
     def run(self) -> FakeResult:
         self.ran.set()
@@ -43,6 +44,9 @@ class FakeSubmission:
 
     def kill(self, *, wait: bool = True, timeout: float = 60.0) -> None:
         self.killed.set()
+
+    def master_lost(self) -> None:
+        self.master_gone.set()
 
 
 def commit(partitions: PartitionStore, unit_key: str, attempt_id: str, host: str) -> None:

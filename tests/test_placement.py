@@ -204,13 +204,14 @@ def test_a_local_data_dir_with_a_remote_master_is_refused(tmp_path) -> None:
             "directory on every machine") in problem
 
 
-def test_a_connect_host_is_named_by_its_conn_id(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_connect_host_is_not_judged_at_load_but_a_master_elsewhere_beside_it_is(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a conn_id host's server runs is in its Airflow connection, not in the options: only the master
+    that is on another machine is named."""
     _fake_partitions(monkeypatch, ("/", "ext4"))
-    assert data_dir_problem(parse_cluster(f"{LOCAL};{CONNECT};{REMOTE}"), "file:///srv/rf", "auto") == (
-        "[regionflow] data_dir = 'file:///srv/rf' is on a file system not known to be shared (ext4 mounted at /), "
-        "but host 'ext' runs elsewhere (conn_id team_runtime) and reads and writes partitions there: put data_dir "
-        "on a mount every machine shares (NFS, CephFS, Lustre, ...), HDFS or an object store (hdfs://, s3a://, "
-        "gs://), or set [regionflow] data_dir_shared = true if this path is the same directory on every machine")
+    assert data_dir_problem(parse_cluster(f"{LOCAL};{CONNECT}"), "file:///srv/rf", "auto") is None
+    problem = data_dir_problem(parse_cluster(f"{LOCAL};{CONNECT};{REMOTE}"), "file:///srv/rf", "auto")
+    assert problem is not None and "but host 'm2' runs elsewhere (master spark://10.0.0.2:7077)" in problem
 
 
 def test_a_yarn_host_runs_elsewhere_too(tmp_path) -> None:
@@ -243,3 +244,19 @@ def test_a_data_dir_on_a_network_file_system_is_fine(tmp_path, monkeypatch: pyte
     assert data_dir_problem(parse_cluster(REMOTE), data_dir, "auto") is None
     _fake_partitions(monkeypatch, ("/", "ext4"), (str(shared), "ext4"))
     assert data_dir_problem(parse_cluster(REMOTE), data_dir, "auto") is not None
+
+
+def test_session_start_refuses_a_bind_address_that_cannot_serve_the_hosts_before_starting_anything(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`regionflow session start` applies the same two checks to --bind-address (exit 2, one line, no server)."""
+    from regionflow.cli import main
+
+    state = str(tmp_path / "state")
+    assert main(["session", "start", "--hosts", "m2:slots=2,master=spark://10.0.0.2:7077", "--state-dir", state,
+                 "--bind-address", "0.0.0.0"]) == 2
+    assert "--bind-address = '0.0.0.0' binds every interface" in capsys.readouterr().err
+    assert main(["session", "start", "--hosts", "m2:slots=2,master=spark://10.0.0.2:7077", "--state-dir", state,
+                 "--bind-address", "127.0.0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "host 'm2' has master spark://10.0.0.2:7077 on another machine" in err and "set bind_address" in err
+    assert not os.path.exists(state)

@@ -19,6 +19,12 @@ from .core.modes import ExchangeMode
 from .core.schema import did_you_mean
 from .scheduling.hosts import Cluster
 from .scheduling.speculation_policy import SpeculationConfig, parse_switch
+from .spark.launch.placement import (
+    DATA_DIR_SHARED_CHOICES,
+    bind_address_problem,
+    data_dir_problem,
+    driver_address_problem,
+)
 from .spark.launch.targets import backend_problem, parse_cluster
 
 SECTION = "regionflow"
@@ -49,6 +55,16 @@ OPTIONS: tuple[Option, ...] = (
            "A relative path is relative to AIRFLOW_HOME (resolved once, when the options are read, so every "
            "process finds the same directory); a URI with a scheme (hdfs://, s3a://, file:/...) is used as "
            "given. Empty: AIRFLOW_HOME/regionflow-data.", "string", "/data/regionflow", ""),
+    Option("data_dir_shared", "Whether data_dir is the same directory on every machine that runs a host's Spark: "
+           "'auto' (a distributed file system URI such as hdfs:// or s3a://, or a path on a network file system such "
+           "as NFS or CephFS) or 'true' (the operator says so, e.g. for a mount whose type does not tell). A cluster "
+           "with a host on another machine and a data_dir not shared is refused when the options are read.",
+           "string", "true", "auto", choices=DATA_DIR_SHARED_CHOICES),
+    Option("bind_address", "This machine's address that the servers regionflow starts here bind: the Spark drivers "
+           "of hosts whose master is on another machine, which that master's executors connect back to. The address "
+           "of one interface; never 0.0.0.0. Loopback by default (the Spark Connect endpoints, the drivers of local "
+           "and loopback hosts and the embedded Airflow stay on 127.0.0.1 whatever it is).", "string", "10.0.0.5",
+           "127.0.0.1"),
     Option("store_url", "SQLAlchemy URL of regionflow's store (grants, attempts, commits, blocklist, metrics). "
            "Empty: sqlite:///AIRFLOW_HOME/regionflow.db. Sensitive, as Airflow's sql_alchemy_conn: masked in "
            "`airflow config list`, and may come from a command (store_url_cmd) or the configured secrets backend "
@@ -155,6 +171,8 @@ class RegionflowConfig:
     slot_idle_timeout: float = 600.0
     lost_host_probe_interval: float = 10.0
     partition_retention: float = 0.0
+    bind_address: str = "127.0.0.1"
+    data_dir_shared: str = "auto"
 
     @classmethod
     def from_airflow(cls) -> RegionflowConfig:
@@ -200,9 +218,15 @@ class RegionflowConfig:
         cluster = _hosts(hosts) if hosts else Cluster.local_default()
         backend = _choice("backend", get("backend"), BACKENDS)
         _check_conn_hosts(cluster, backend)
+        bind_address = _bind_address(get("bind_address").strip(), cluster, backend)
+        data_dir = _data_dir(get("data_dir").strip() or "regionflow-data", airflow_home)
+        data_dir_shared = _choice("data_dir_shared", get("data_dir_shared"), DATA_DIR_SHARED_CHOICES)
+        problem = data_dir_problem(cluster, data_dir, data_dir_shared)
+        if problem is not None:
+            raise SpecError(problem)
         return cls(
             cluster=cluster,
-            data_dir=_data_dir(get("data_dir").strip() or "regionflow-data", airflow_home),
+            data_dir=data_dir,
             store_url=get("store_url").strip() or f"sqlite:///{os.path.join(airflow_home, 'regionflow.db')}",
             mode=_mode(get("mode").strip()),
             max_shards=_declared_number("max_shards", get),
@@ -219,6 +243,8 @@ class RegionflowConfig:
             slot_idle_timeout=_declared_number("slot_idle_timeout", get),
             lost_host_probe_interval=_declared_number("lost_host_probe_interval", get),
             partition_retention=_declared_number("partition_retention", get),
+            bind_address=bind_address,
+            data_dir_shared=data_dir_shared,
         )
 
     @property
@@ -231,6 +257,16 @@ class RegionflowConfig:
     @property
     def largest_host_slots(self) -> int:
         return max(host.slots for host in self.cluster)
+
+
+def _bind_address(address: str, cluster: Cluster, backend: str) -> str:
+    """``[regionflow] bind_address``: an address of this machine, and not loopback when a session backend's
+    driver here serves executors on other machines."""
+    problem = bind_address_problem(address) or (driver_address_problem(cluster, address)
+                                                if backend == "session" else None)
+    if problem is not None:
+        raise SpecError(problem)
+    return address
 
 
 def _check_conn_hosts(cluster: Cluster, backend: str) -> None:

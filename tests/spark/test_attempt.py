@@ -109,8 +109,30 @@ def test_a_silent_standalone_master_is_a_lost_host(partitions):
         gone = f"spark://127.0.0.1:{closed.getsockname()[1]}"
     backend = RecordingBackend(runs_until_killed(timeout=20), master=gone)
     outcome = make(partitions, backend, host_lost_timeout=0.5).run()
-    assert outcome.state is AttemptState.KILLED and outcome.host_lost.startswith(f"host lost: master {gone}")
-    assert outcome.failure.startswith("host lost")
+    assert outcome.state is AttemptState.KILLED and outcome.host_lost.startswith(f"host a lost: master {gone}")
+    assert outcome.failure.startswith("host a lost")
+    [submission] = backend.made
+    assert submission.master_gone.is_set()  # told first: a session server's application of that master is dropped
+
+
+def test_a_silent_server_is_a_lost_host_that_leaves_the_master_alone(partitions):
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        gone = f"sc://127.0.0.1:{closed.getsockname()[1]}"
+    backend = RecordingBackend(runs_until_killed(timeout=20))
+    backend_submission = backend.prepare
+    backend.prepare = lambda *args: _with_server(backend_submission(*args), gone)
+    outcome = make(partitions, backend, host_lost_timeout=0.5).run()
+    assert outcome.host_lost.startswith(f"host a lost: its Spark Connect server at {gone}")
+    [submission] = backend.made
+    assert submission.killed.is_set() and not submission.master_gone.is_set()
+
+
+def _with_server(submission, url):
+    submission.server_url = url
+    return submission
 
 
 def test_a_session_that_lost_its_server_reports_the_lost_host(partitions):

@@ -23,7 +23,7 @@ APP = "/jobs/region.py"
 
 def DRIVER_ENV(prefix: str) -> dict[str, str]:  # noqa: N802 - reads like the constant it stands for
     """The hook hands spark-submit's environment (`spark_child_env`) to the cluster's driver side."""
-    return {prefix + key: value for key, value in spark_child_env(loopback=False).items()}
+    return {prefix + key: value for key, value in spark_child_env(local_ip=None).items()}
 
 REQUEST = ResourceProfile.of(cpu=2, heap_mib=2048, gpu=1)
 CLUSTER = Cluster.parse("n1:slots=4,master=yarn;n2:slots=4,master=yarn;"

@@ -14,7 +14,7 @@ from regionflow.scheduling.hosts import Cluster, Host
 from regionflow.spark.data.task import UnitTask
 from regionflow.spark.launch.attempt import HostLost
 from regionflow.spark.launch.backends import SessionBackend
-from regionflow.spark.servers.connect import SessionServerError
+from regionflow.spark.servers.connect import IDLE, MASTER_LOST, ConnectServer, SessionServerError
 from regionflow.spark.servers.keeper import BACKOFF_S, CRASH_LOOP_RESTARTS, CRASH_LOOP_WINDOW_S, ServerKeeper
 from regionflow.spark.servers.session_servers import SessionServers
 
@@ -24,12 +24,13 @@ CAUSE = "its Spark Connect server (pid 4242) exited: java.lang.OutOfMemoryError:
 class RecordingServer:
     """What the keeper asks of a `ConnectServer`, recording each start; `start` takes `start_s` seconds."""
 
-    def __init__(self, state_dir, *, up=False, idle=False, cause=None, start_s=0.0):
+    def __init__(self, state_dir, *, up=False, idle=False, cause=None, start_s=0.0, why=IDLE):
         self.host = Host.of("h", 2)
         self.state_dir = str(state_dir)
         self.keeper_lock_path = f"{state_dir}/h.keeper.lock"
         self.restarts_path = f"{state_dir}/h.restarts.json"
         self.up, self.stopped_idle, self.cause, self.start_s = up, idle, cause, start_s
+        self.stop_reason = why
         self.starts = 0
 
     def reachable(self):
@@ -57,6 +58,9 @@ def keeper_and_time():
     ({}, 1, "host h: its Spark Connect server is not running; starting it (regionflow starts the servers of its "
             "hosts when a region is granted one)"),
     ({"idle": True}, 1, "host h: its Spark Connect server was stopped for being idle; starting it again"),
+    ({"idle": True, "why": MASTER_LOST}, 1, "host h: its Spark Connect server was stopped because its master went "
+                                            "away (its application of it would never get an executor again); "
+                                            "starting it again"),
     ({"cause": CAUSE}, 1, f"host h: {CAUSE}; starting it again"),
 ])
 def test_a_server_that_is_not_running_is_started_once_saying_why(tmp_path, server_kwargs, starts, line):
@@ -113,3 +117,29 @@ def test_the_session_backend_makes_a_crash_loop_a_lost_host(tmp_path):
     with pytest.raises(HostLost, match=r"^host h lost: its Spark Connect server \(pid 4242\) exited: .*crash loop"):
         SessionBackend(servers, {}, keeper).prepare(task, str(tmp_path / "t.json"), servers.cluster.host("h"), 2, None)
     assert server.starts == 0
+
+
+def test_a_session_attempt_watches_its_hosts_master_and_a_lost_one_stops_the_server_for_a_fresh_start(tmp_path):
+    """A session attempt on a standalone-master host hands its host watch the master (the server's driver would
+    wait for a vanished master's executors forever); once the watch says the master went, the server is stopped
+    with that reason, so the next attempt starts a fresh one (Spark outside HA mode never registers an
+    application with a master again) and the probe does not count it as a crash."""
+    master = "spark://10.0.0.2:7077"
+    cluster = Cluster.parse(f"m2:slots=2,master={master};local:slots=1")
+    servers = SessionServers(cluster, str(tmp_path / "sessions"), base_port=None, bind_address="127.0.0.1")
+    up = RecordingServer(tmp_path, up=True)
+    task = UnitTask(job="j:JOB", mode="all-blocking", run_id="r1", data_dir=str(tmp_path), unit_key="u0",
+                    unit_name="v[0]", regions=[0], attempt_id="a1-x", host="m2")
+    real = servers.server("m2")
+    assert isinstance(real, ConnectServer)
+    real.reachable = up.reachable  # the keeper finds it up: nothing is started here
+    submission = SessionBackend(servers, {}).prepare(task, str(tmp_path / "t.json"), cluster.host("m2"), 2, None)
+    assert submission.master == master
+    assert not real.stopped_idle
+    submission.master_lost()
+    assert real.stopped_idle and real.stop_reason == MASTER_LOST
+
+    local = servers.server("local")
+    local.reachable = up.reachable
+    assert SessionBackend(servers, {}).prepare(task, str(tmp_path / "u.json"), cluster.host("local"), 1,
+                                               None).master == "local[1]"  # watched as nothing: it runs here

@@ -176,7 +176,8 @@ class UnitRunService:
         if not config.blocks_lost_hosts:
             return
         try:
-            self.store.block(EVERY_JOB, host, time.time() + config.blocklist_expiry, reason=f"host lost: {why}"[:500])
+            reason = why if why.startswith(f"host {host} lost") else f"host {host} lost: {why}"
+            self.store.block(EVERY_JOB, host, time.time() + config.blocklist_expiry, reason=reason[:500])
             self.log.info("host %s blocklisted for every DAG run for %g s", host, config.blocklist_expiry)
         except Exception as error:  # noqa: BLE001 - the task fails with the host loss either way
             self.log.warning("could not blocklist lost host %s: %s", host, error)

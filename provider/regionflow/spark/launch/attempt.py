@@ -63,6 +63,10 @@ class Execution(Protocol):
     def kill(self, *, wait: bool = True, timeout: float = 60.0) -> None:
         """Stop the run from any thread; with `wait`, until `run()` returned."""
 
+    def master_lost(self) -> None:
+        """Its `master` went silent under it (the host watch kills it next): drop whatever holds an
+        application of that master beyond this run."""
+
 
 class Backend(Protocol):
     """Runs unit attempts: ``submit`` or ``session`` (see `backends`)."""
@@ -194,7 +198,7 @@ class Attempt:
             self.recorder.started(self)
         with CommitWatcher(self.partitions, self.task.unit_key, self.attempt_id, execution, self.watch_interval), \
                 HostWatcher(execution.master, execution, self.host_lost_timeout,
-                            server_url=execution.server_url) as host_watch, \
+                            server_url=execution.server_url, host=self.host.name) as host_watch, \
                 ParentWatcher(self.parent_pid, execution, self.watch_interval) as parent_watch:
             result = execution.run()
         settlement = settle(result, self.partitions, self.task.unit_key, self.attempt_id)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ...core.errors import SpecError
 from ...scheduling.hosts import Host
 from ..data.task import UnitTask
-from ..servers.connect import SessionServerError
+from ..servers.connect import MASTER_LOST, ConnectServer, SessionServerError
 from ..servers.connections import SparkConnectionError
 from ..servers.keeper import ServerKeeper
 from ..servers.reachability import LOSS_HANDSHAKE_TIMEOUT_S
@@ -23,7 +23,7 @@ from .orphans import OrphanStopper, ProcessOrphans, SessionOrphans
 from .session_backend import SessionSubmission
 from .submission import unit_submission
 from .submit import RegionSubmission
-from .targets import backend_problem
+from .targets import backend_problem, spark_target
 
 if TYPE_CHECKING:
     from ...config import RegionflowConfig
@@ -81,12 +81,16 @@ class SessionBackend:
         task.write(task_path)  # the same record of the attempt as the submit backend leaves
         return SessionSubmission(task, url, slots, self.job_conf, on_line=on_line, token=server.token,
                                  exit_cause=server.exit_cause,
-                                 serving=lambda: server.serving(LOSS_HANDSHAKE_TIMEOUT_S))
+                                 serving=lambda: server.serving(LOSS_HANDSHAKE_TIMEOUT_S),
+                                 master=None if host.conn_id is not None else spark_target(host).master,
+                                 on_master_lost=(lambda: server.stop_idle(grace_seconds=2.0, why=MASTER_LOST))
+                                 if isinstance(server, ConnectServer) else None)
 
 
 def configured_servers(config: RegionflowConfig) -> SessionServers:
     """The Spark Connect servers ``[regionflow]`` describes: hosts, state dir and base port."""
-    return SessionServers(config.cluster, config.session_state_dir, config.session_base_port)
+    return SessionServers(config.cluster, config.session_state_dir, config.session_base_port,
+                          bind_address=config.bind_address)
 
 
 def configured_stopper(config: RegionflowConfig) -> OrphanStopper:

@@ -104,10 +104,12 @@ def filesystem_type(path: str) -> str | None:
 def data_dir_problem(cluster: Cluster, data_dir: str, shared: str) -> str | None:
     """``[regionflow] data_dir`` on a file system of this machine only while a host runs elsewhere (its
     executors read and write partitions there); else None. `shared` is ``[regionflow] data_dir_shared``:
-    ``true`` (the operator vouches it is the same directory everywhere) turns the check off."""
+    ``true`` (the operator vouches it is the same directory everywhere) turns the check off. A ``conn_id``
+    host is not judged here: where its server runs is in an Airflow connection, read when an attempt runs
+    (one on this machine, ``sc://127.0.0.1``, is common), not when the options are read."""
     if shared.strip().lower() == "true":
         return None
-    remote = next((host for host in cluster if runs_elsewhere(host)), None)
+    remote = next((host for host in cluster if host.conn_id is None and runs_elsewhere(host)), None)
     if remote is None:
         return None
     path = _local_path(data_dir.strip())
@@ -117,7 +119,7 @@ def data_dir_problem(cluster: Cluster, data_dir: str, shared: str) -> str | None
     if mount is None or mount[1] in NETWORK_FILESYSTEMS:
         return None
     mountpoint, fstype = mount
-    where = f"conn_id {remote.conn_id}" if remote.conn_id is not None else f"master {_master(remote).url}"
+    where = f"master {_master(remote).url}"
     return (f"{_SECTION} data_dir = {data_dir!r} is on a file system not known to be shared ({fstype} mounted at "
             f"{mountpoint}), but host {remote.name!r} runs elsewhere ({where}) and reads and writes partitions "
             f"there: put data_dir on a mount every machine shares (NFS, CephFS, Lustre, ...), HDFS or an object "

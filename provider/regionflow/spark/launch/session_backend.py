@@ -39,9 +39,14 @@ class SessionSubmission:
     def __init__(self, task: UnitTask, url: str, slots: int, job_conf: Mapping[str, str] | None = None, *,
                  on_line: Callable[[str], None] | None = None, token: str | None = None,
                  exit_cause: Callable[[], str | None] | None = None,
-                 serving: Callable[[], bool] | None = None) -> None:
+                 serving: Callable[[], bool] | None = None, master: str | None = None,
+                 on_master_lost: Callable[[], object] | None = None) -> None:
+        """`master`: the host's standalone master, watched with the server (a server's driver waits for the
+        executors of a vanished master forever); `on_master_lost`: what drops the server's application of it."""
         self.task = task
         self.url = url
+        self._master = master
+        self._on_master_lost = on_master_lost
         self._token = token
         self._exit_cause = exit_cause  # why the server is gone, if its process exited (`ConnectServer.exit_cause`)
         self._serving = serving or (lambda: connect_server_serves(url, LOSS_HANDSHAKE_TIMEOUT_S))
@@ -60,7 +65,14 @@ class SessionSubmission:
 
     @property
     def master(self) -> str | None:
-        return None
+        return self._master
+
+    def master_lost(self) -> None:
+        """The host's master went silent: its server's application of it is gone for good (outside Spark's
+        HA mode a driver never registers with a master again), so the server is stopped for the next attempt
+        to start a fresh one."""
+        if self._on_master_lost is not None:
+            self._on_master_lost()
 
     @property
     def server_url(self) -> str:

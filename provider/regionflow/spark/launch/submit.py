@@ -237,6 +237,9 @@ class RegionSubmission:
         """None: a spark-submit attempt runs on no Spark Connect server."""
         return None
 
+    def master_lost(self) -> None:
+        """Nothing beyond the run: its application ends with its spark-submit."""
+
     def run(self) -> SubmissionResult:
         """Submit, wait for the application to end, return (or raise, see `raise_on_failure`)."""
         with self._lock:

@@ -93,16 +93,32 @@ def spark_submit_binary() -> str:
     return os.path.join(spark_home(), "bin", "spark-submit")
 
 
-def spark_child_env(*, loopback: bool = True) -> dict[str, str]:
-    """Environment a Spark child process needs, independent of PATH and of the `python3` on it."""
+def spark_child_env(*, local_ip: str | None = LOOPBACK) -> dict[str, str]:
+    """Environment a Spark child process needs, independent of PATH and of the `python3` on it; with
+    `local_ip`, the address its JVM binds and advertises (``SPARK_LOCAL_IP``)."""
     env = {
         "SPARK_HOME": spark_home(),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
-    if loopback:
-        env["SPARK_LOCAL_IP"] = LOOPBACK
+    if local_ip is not None:
+        env["SPARK_LOCAL_IP"] = local_ip
     return env
+
+
+def driver_address(target: Master, bind_address: str = LOOPBACK) -> str | None:
+    """The address a driver of `target` binds and advertises: 127.0.0.1 when everything of the master runs
+    on this machine; else `bind_address` (``[regionflow] bind_address``, this machine's address that the
+    master's executors connect back to) when it is not a loopback address; None (Spark's own choice, for a
+    cluster manager that places the driver itself) otherwise."""
+    if target.loopback:
+        return LOOPBACK
+    return None if bind_address.startswith("127.") or bind_address in ("::1", "localhost") else bind_address
+
+
+def driver_conf(address: str | None) -> dict[str, str]:
+    """The Spark conf that binds a driver to `address` and advertises it (nothing for None)."""
+    return {} if address is None else {"spark.driver.bindAddress": address, "spark.driver.host": address}
 
 
 # ---- submit arguments --------------------------------------------------------------------------
@@ -211,9 +227,7 @@ def _app_name(name: str) -> str:
 
 def _owned_conf(target: Master, slots: int, profile: ResourceProfile, app_name: str) -> SizedConf:
     conf = {"spark.master": target.url, "spark.app.name": app_name, "spark.ui.enabled": "false"}
-    if target.loopback:
-        conf["spark.driver.bindAddress"] = LOOPBACK
-        conf["spark.driver.host"] = LOOPBACK
+    conf.update(driver_conf(driver_address(target)))
     sized = sized_conf(target, slots, profile)
     return SizedConf({**conf, **sized.owned}, sized.proposed)
 
@@ -269,7 +283,7 @@ def _joined_py_files(py_files: Sequence[str]) -> str | None:
 
 
 def _merged_env(target: Master, env_vars: Mapping[str, str] | None) -> dict[str, str]:
-    env = spark_child_env(loopback=target.loopback)
+    env = spark_child_env(local_ip=LOOPBACK if target.loopback else None)
     for key, value in (env_vars or {}).items():
         if key in _OWNED_ENV and key in env and env[key] != str(value):
             raise SubmitConfigError(
@@ -280,5 +294,5 @@ def _merged_env(target: Master, env_vars: Mapping[str, str] | None) -> dict[str,
 
 
 __all__ = ["LOOPBACK", "MANAGED_CONN_PREFIX", "SparkNotInstalled", "SubmitConfigError", "build_submit_kwargs",
-           "connection_env", "kubernetes_provider_installed", "managed_conn_id", "sized_master", "spark_child_env",
-           "spark_home", "spark_submit_binary"]
+           "connection_env", "driver_address", "driver_conf", "kubernetes_provider_installed", "managed_conn_id",
+           "sized_master", "spark_child_env", "spark_home", "spark_submit_binary"]

@@ -113,8 +113,10 @@ class HostWatcher(_SubmissionWatcher):
     None with the submit backend) does not answer an HTTP/2 handshake."""
 
     def __init__(self, master: str | None, submission: Any, timeout: float = DEFAULT_HOST_LOST_TIMEOUT_S,
-                 interval: float = 2.0, server_url: str | None = None) -> None:
+                 interval: float = 2.0, server_url: str | None = None, host: str | None = None) -> None:
+        """`host`: the host's name, which the loss names (``host m3 lost: ...``)."""
         super().__init__(submission, interval, "host-watch")
+        self.host = host
         self.master = master
         self.addresses = standalone_masters(master)
         if server_url:
@@ -143,8 +145,11 @@ class HostWatcher(_SubmissionWatcher):
         if time.monotonic() - self._last_answer < self.timeout:
             return False
         what, waiter = silent
-        self.lost = (f"host lost: {what} did not answer for {self.timeout:.0f} s; the attempt was killed "
+        who = f"host {self.host}" if self.host else "host"
+        self.lost = (f"{who} lost: {what} did not answer for {self.timeout:.0f} s; the attempt was killed "
                      f"({waiter} would wait for it forever)")
+        if what.startswith("master "):
+            self.submission.master_lost()
         self.submission.kill(wait=False)
         return True
 

@@ -5,7 +5,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from ..launch.submit_args import spark_child_env
+from ..launch.submit_args import LOOPBACK, spark_child_env
 
 # Set by pyspark in a process once it built a Connect client session; inherited by a child they would
 # make that child's own SparkSession a Connect client too.
@@ -28,11 +28,12 @@ def no_client_marks() -> Iterator[None]:
                 os.environ[name] = value
 
 
-def classic_spark_env() -> dict[str, str]:
+def classic_spark_env(local_ip: str | None = LOOPBACK) -> dict[str, str]:
     """This process's environment for a Spark child (JVM, classic driver), without the variables a
-    Connect client session left in it."""
-    env = {key: value for key, value in os.environ.items() if key not in CONNECT_CLIENT_VARIABLES}
-    env.update(spark_child_env())
+    Connect client session left in it; `local_ip` as in `spark_child_env` (None: no ``SPARK_LOCAL_IP``)."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in CONNECT_CLIENT_VARIABLES and key != "SPARK_LOCAL_IP"}
+    env.update(spark_child_env(local_ip=local_ip))
     return env
 
 

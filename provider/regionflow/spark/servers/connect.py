@@ -33,7 +33,14 @@ from ...processes import terminate_process_group, wait_until
 from ...scheduling.hosts import Host
 from ..launch.sizing import sized_conf
 from ..launch.submit import pinned_cpus
-from ..launch.submit_args import LOOPBACK, SubmitConfigError, sized_master, spark_submit_binary
+from ..launch.submit_args import (
+    LOOPBACK,
+    SubmitConfigError,
+    driver_address,
+    driver_conf,
+    sized_master,
+    spark_submit_binary,
+)
 from ..launch.targets import spark_target
 from .auth import TOKEN_VARIABLE, checked_properties_file, new_secret, read_secret, remote_session, write_secret
 from .client_env import classic_spark_env, no_client_marks
@@ -63,6 +70,10 @@ FAIR_DEFAULT_POOL = """<?xml version="1.0"?>
   </pool>
 </allocations>
 """
+
+
+IDLE = "for being idle"
+MASTER_LOST = "because its master went away (its application of it would never get an executor again)"
 
 
 class SessionServerError(RegionflowError):
@@ -101,7 +112,11 @@ class ServerStatus:
 class ConnectServer:
     """The Spark Connect server of one host."""
 
-    def __init__(self, host: Host, port: int, state_dir: str, conf: Mapping[str, str] | None = None) -> None:
+    def __init__(self, host: Host, port: int, state_dir: str, conf: Mapping[str, str] | None = None,
+                 bind_address: str = LOOPBACK) -> None:
+        """`bind_address`: this machine's address (``[regionflow] bind_address``) that the driver binds when
+        the host's master is on another machine; the gRPC endpoint is on 127.0.0.1 whatever it is (the
+        server's clients, region task processes, run on this machine)."""
         if not 1 <= int(port) <= 65535:
             raise SubmitConfigError(f"host {host.name!r}: Spark Connect port {port} is not a TCP port (1-65535)")
         self.host = host
@@ -109,6 +124,7 @@ class ConnectServer:
         self.port = int(port)
         self.state_dir = os.path.abspath(state_dir)
         self.conf = dict(conf or {})
+        self.bind_address = bind_address
 
     @property
     def url(self) -> str:
@@ -172,8 +188,7 @@ class ConnectServer:
             # interruption (Spark waits 2 s by default), so the attempt's cores are free within ~2 s
             "spark.python.task.killTimeout": "100ms",
         }
-        if master.loopback:
-            conf.update({"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK})
+        conf.update(driver_conf(driver_address(master, self.bind_address)))
         # sized like a TaskManager from its host: all the host's slots of its slot profile
         sized = sized_conf(master, self.host.slots, self.host.slot_profile)
         conf.update({**sized.proposed, **sized.owned})
@@ -219,7 +234,7 @@ class ConnectServer:
                 f"program; free it or give this host another Spark Connect port")
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         write_text_atomically(self.allocation_path, FAIR_DEFAULT_POOL)
-        env = classic_spark_env()
+        env = classic_spark_env(driver_address(self.target.parsed, self.bind_address))
         # a new token per start, in its own 0600 file and the server's environment, never on its argv
         env[TOKEN_VARIABLE] = new_secret()
         write_secret(self.token_path, env[TOKEN_VARIABLE])
@@ -308,12 +323,22 @@ class ConnectServer:
                 f"stop it and start it again"))
         return current
 
-    def stop_idle(self, grace_seconds: float = 10.0) -> bool:
-        """Stop the server for being idle: marked first, so an attempt arriving meanwhile starts it again
-        (after the old one let its port go) instead of counting the host as lost."""
+    def stop_idle(self, grace_seconds: float = 10.0, why: str = IDLE) -> bool:
+        """Stop the server to be started again by the next attempt (`why`: for being idle, or because its
+        master went away): marked first, so an attempt arriving meanwhile starts it again (after the old one
+        let its port go) instead of counting the host as lost or the stop as a crash."""
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-        _write_json(self.idle_mark_path, {"host": self.host.name, "stopped_at": time.time()})
+        _write_json(self.idle_mark_path, {"host": self.host.name, "stopped_at": time.time(), "why": why})
         return self.stop(grace_seconds)
+
+    @property
+    def stop_reason(self) -> str:
+        """Why `stop_idle` stopped it (`IDLE` or `MASTER_LOST`)."""
+        try:
+            with open(self.idle_mark_path, encoding="utf-8") as handle:
+                return str(json.load(handle).get("why") or IDLE)
+        except (OSError, ValueError, AttributeError):
+            return IDLE
 
     def stop(self, grace_seconds: float = 10.0) -> bool:
         """Stop the server's whole process group; True when one was running."""
@@ -364,4 +389,5 @@ def _write_json(path: str, data: Mapping[str, Any]) -> None:
     write_json_atomically(path, dict(data))
 
 
-__all__ = ["ConnectServer", "DEFAULT_START_TIMEOUT_S", "ServerState", "ServerStatus", "SessionServerError"]
+__all__ = ["IDLE", "MASTER_LOST", "ConnectServer", "DEFAULT_START_TIMEOUT_S", "ServerState", "ServerStatus",
+           "SessionServerError"]

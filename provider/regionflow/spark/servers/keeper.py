@@ -51,7 +51,7 @@ class ServerKeeper:
     def _start(self, server: ConnectServer, note: Callable[[str], None]) -> None:
         host = server.host.name
         if server.stopped_idle:
-            note(f"host {host}: its Spark Connect server was stopped for being idle; starting it again")
+            note(f"host {host}: its Spark Connect server was stopped {server.stop_reason}; starting it again")
             server.start()
             return
         cause = server.exit_cause()

@@ -19,12 +19,14 @@ class SessionServers:
     ``conn_id``, whose server someone else runs (`ExternalServer`)."""
 
     def __init__(self, cluster: Cluster, state_dir: str, base_port: int | None = DEFAULT_BASE_PORT,
-                 conf: Mapping[str, str] | None = None) -> None:
-        """`base_port` None: each host gets a free port of this machine (servers owned by one run)."""
+                 conf: Mapping[str, str] | None = None, bind_address: str = LOOPBACK) -> None:
+        """`base_port` None: each host gets a free port of this machine (servers owned by one run).
+        `bind_address`: what the drivers of hosts whose master is elsewhere bind (`ConnectServer`)."""
         self.cluster = cluster
         self.servers: dict[str, Server] = {
             host.name: ExternalServer(host) if host.conn_id is not None else
-            ConnectServer(host, free_port() if base_port is None else base_port + index, state_dir, conf)
+            ConnectServer(host, free_port() if base_port is None else base_port + index, state_dir, conf,
+                          bind_address)
             for index, host in enumerate(cluster)}
 
     def server(self, host: str) -> Server:

@@ -1,14 +1,16 @@
-"""A real Spark standalone cluster (one master, n workers) on 127.0.0.1, for tests and for the
-distributed path of `regionflow run`.
+"""A real Spark standalone cluster (one master, n workers) on 127.0.0.1 (or on another address of a
+machine, e.g. a network namespace of the multi-machine tests), for tests and for the distributed path of
+`regionflow run`.
 
 pyspark's wheel ships ``bin/spark-class`` and ``sbin/spark-daemon.sh`` but no ``start-master.sh``.
 `StandaloneCluster` starts ``org.apache.spark.deploy.master.Master`` and
 ``org.apache.spark.deploy.worker.Worker`` with ``spark-class`` directly, each in a process group of
 its own (rather than through spark-daemon.sh, which detaches them and leaves only pid files): the
 cluster then owns every pid, and `stop()` ends each group, executors included (a worker starts its
-executors in its own group). Everything binds 127.0.0.1 (``--host``, ``SPARK_LOCAL_IP`` for the web
-UIs and executors), the master's REST server is off, ports are picked free at start, and logs, pid
-and work directories live under `work_dir`. `start()` waits until the master's JSON
+executors in its own group). Everything binds its `address`, 127.0.0.1 by default (``--host``,
+``SPARK_LOCAL_IP`` for the web UIs and executors); with `netns` every daemon starts in that Linux network
+namespace (``ip netns exec``), a machine of its own. The master's REST server is off, ports are picked
+free at start, and logs, pid and work directories live under `work_dir`. `start()` waits until the master's JSON
 (``http://127.0.0.1:<webui>/json/``) reports every worker ALIVE.
 
 Every start makes a new random secret (``spark.authenticate``, `auth`): master and workers read it from
@@ -80,7 +82,9 @@ class ListeningSocket:
 
 
 class StandaloneCluster:
-    """A Spark standalone master and `workers` workers on 127.0.0.1; a context manager."""
+    """A Spark standalone master and `workers` workers on `address` (127.0.0.1 by default), in network
+    namespace `netns` when one is named; a context manager. `master_port` fixes the master's port (a
+    cluster started again where hosts already name its URL); by default a free one is picked."""
 
     def __init__(
         self,
@@ -91,6 +95,9 @@ class StandaloneCluster:
         *,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         daemon_memory: str = "256m",
+        address: str = LOOPBACK,
+        netns: str | None = None,
+        master_port: int | None = None,
     ) -> None:
         _check_sizes(workers, cores_per_worker, memory_per_worker)
         self.workers = workers
@@ -98,6 +105,9 @@ class StandaloneCluster:
         self.memory_per_worker = memory_per_worker
         self.start_timeout = start_timeout
         self.daemon_memory = daemon_memory
+        self.address = address
+        self.netns = netns
+        self._fixed_master_port = master_port
         self._own_work_dir = work_dir is None
         self.work_dir = os.path.abspath(work_dir or tempfile.mkdtemp(prefix="regionflow-standalone-"))
         self._daemons: list[_Daemon] = []
@@ -112,7 +122,7 @@ class StandaloneCluster:
             raise StandaloneClusterError(f"the standalone cluster in {self.work_dir} is already started")
         self._prepare_dirs()
         self._write_secret_files()
-        self._master_port, self._webui_port = free_port(), free_port()
+        self._master_port, self._webui_port = self._fixed_master_port or free_port(), free_port()
         try:
             self._daemons.append(self._spawn("master", MASTER_CLASS, self._master_args()))
             for index in range(self.workers):
@@ -157,12 +167,12 @@ class StandaloneCluster:
     @property
     def master_url(self) -> str:
         self._require_started()
-        return f"spark://{LOOPBACK}:{self._master_port}"
+        return f"spark://{self.address}:{self._master_port}"
 
     @property
     def web_url(self) -> str:
         self._require_started()
-        return f"http://{LOOPBACK}:{self._webui_port}"
+        return f"http://{self.address}:{self._webui_port}"
 
     @property
     def app_properties_path(self) -> str:
@@ -219,9 +229,9 @@ class StandaloneCluster:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(spark_child_env(loopback=True))
+        env.update(spark_child_env(local_ip=self.address))
         env.update({
-            "SPARK_MASTER_HOST": LOOPBACK,
+            "SPARK_MASTER_HOST": self.address,
             # Its own conf dir: only the secret's spark-defaults.conf, none from elsewhere leaks in.
             "SPARK_CONF_DIR": os.path.join(self.work_dir, "conf"),
             "SPARK_LOG_DIR": os.path.join(self.work_dir, "logs"),
@@ -235,19 +245,21 @@ class StandaloneCluster:
         return env
 
     def _master_args(self) -> list[str]:
-        return ["--host", LOOPBACK, "--port", str(self._master_port), "--webui-port", str(self._webui_port)]
+        return ["--host", self.address, "--port", str(self._master_port), "--webui-port", str(self._webui_port)]
 
     def _worker_args(self, index: int) -> list[str]:
         return [
-            "--host", LOOPBACK, "--port", str(free_port()), "--webui-port", str(free_port()),
+            "--host", self.address, "--port", str(free_port()), "--webui-port", str(free_port()),
             "--cores", str(self.cores_per_worker), "--memory", self.memory_per_worker,
             "--work-dir", os.path.join(self.work_dir, "work", f"worker-{index}"),
-            f"spark://{LOOPBACK}:{self._master_port}",
+            f"spark://{self.address}:{self._master_port}",
         ]
 
     def _spawn(self, role: str, java_class: str, args: list[str]) -> _Daemon:
         log_path = os.path.join(self.work_dir, "logs", f"{role}.out")
         command = [os.path.join(spark_home(), "bin", "spark-class"), java_class, *args]
+        if self.netns is not None:  # the daemon's own machine: it execs in place, the pid stays its own
+            command = ["ip", "netns", "exec", self.netns, *command]
         with open(log_path, "ab") as log_file:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                        env=self._env(), cwd=self.work_dir, start_new_session=True)
@@ -279,7 +291,7 @@ class StandaloneCluster:
         return sum(1 for worker in status.get("workers", []) if worker.get("state") == "ALIVE")
 
     def _webui_json_url(self) -> str:
-        return f"http://{LOOPBACK}:{self._webui_port}/json/"
+        return f"http://{self.address}:{self._webui_port}/json/"
 
     def _fail_if_a_daemon_died(self) -> None:
         for daemon in self._daemons:
@@ -307,14 +319,20 @@ def _group_pids(leaders: Iterable[int]) -> list[int]:
 
 
 def listening_sockets(pids: Iterable[int]) -> list[ListeningSocket]:
-    """TCP sockets in LISTEN state owned by `pids` (from /proc; IPv4 and IPv6)."""
+    """TCP sockets in LISTEN state owned by `pids` (from /proc; IPv4 and IPv6), each read from the socket
+    table of its process's own network namespace."""
     wanted = set(pids)
     inode_owner = {inode: pid for pid in wanted for inode in _socket_inodes(pid)}
+    tables: dict[int, int] = {}  # network namespace -> a pid of it, whose /proc/<pid>/net shows its table
+    for pid in wanted:
+        with contextlib.suppress(OSError):
+            tables.setdefault(os.stat(f"/proc/{pid}/ns/net").st_ino, pid)
     sockets = []
-    for table, is_v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
-        for address, port, inode in _listening_entries(table, is_v6):
-            if inode in inode_owner:
-                sockets.append(ListeningSocket(address, port, inode_owner[inode]))
+    for reader in tables.values():
+        for table, is_v6 in ((f"/proc/{reader}/net/tcp", False), (f"/proc/{reader}/net/tcp6", True)):
+            for address, port, inode in _listening_entries(table, is_v6):
+                if inode in inode_owner:
+                    sockets.append(ListeningSocket(address, port, inode_owner[inode]))
     return sockets
 
 
