@@ -1,0 +1,226 @@
+"""Issue 47's headline benchmark: a morning's work arrives at once on one small cluster, under each setup.
+
+Usage: .venv/bin/python benchmarks/morning.py [--quick] [--repeats N] [--sf 0.01] [--slots 4]
+                                               [--format text|json] [--tpch-dir DIR]
+
+The work: DAG runs of five DAGs (the daily orders DAG and TPC-H Q1, Q3, Q9, Q18 as DAGs, each at its own
+parallelism: `rfbench.morning_dags.DAGS`), triggered one after another within a few seconds, so that big and
+small regions compete. ``--quick``: 6 runs at SF 0.01 (`QUICK_RUNS`); otherwise 12 runs at --sf (default 0.1).
+The cluster, the same for every setup: one host of --slots slots (4), one long-lived Spark Connect server
+(regionflow's `ConnectServer`: ``local[4]``, FAIR default pool), started before the clock starts.
+
+Setups (their DAG files: `rfbench.morning_dags`), each on its own embedded Airflow stack
+(`regionflow.testing.EmbeddedAirflow`), started before its clock starts:
+
+  1 airflow     Airflow today, shared Spark: LocalExecutor, one PythonOperator per vertex that opens a
+                session on the server through the Spark provider's ``spark_connect`` connection
+                (``AIRFLOW_CONN_SPARK_MORNING``), intermediate data as Parquet between tasks, an Airflow pool
+                ``spark`` of --slots slots and pool_slots = the vertex's parallelism.
+  3 regionflow  the RegionExecutor, session backend, all-blocking, one region task per vertex (max_shards=1).
+
+Repeats alternate the setups' order (1, 3 then 3, 1 ...). Figures per setup: makespan (first trigger to the
+last run's end; median over repeats), per-run latency from its trigger to its end (p50, p95, max over every
+run of every repeat; nearest rank), runs failed, and each run's sink checked against the reference (TPC-H:
+DuckDB's official answers; orders: the day's totals computed in plain Python). A setup with a failed run or a
+wrong answer gets no figure (null). Ratios are regionflow's over setup 1's. ``--format json`` prints one JSON
+document on stdout; progress goes to stderr. Targets (issue 47): makespan and p95 latency <= 0.7x setup 1.
+
+Not here yet: setup 2, the PNG, the deadlock scenario, the overhead figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+
+from regionflow.examples import tpch
+from regionflow.scheduling.hosts import Cluster
+from regionflow.spark.servers.session_servers import SessionServers
+from regionflow.testing import EmbeddedAirflow
+from regionflow.testing.errors import WaitTimeout
+from rfbench import morning_dags, tpch_data
+
+SETUPS = {"airflow": 1, "regionflow": 3}
+TARGET = 0.7
+RUN_TIMEOUT_S = 1200.0
+STACK_START_TIMEOUT_S = 900.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="6 runs at SF 0.01")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--sf", type=float, default=None, help="TPC-H scale factor (default 0.01 quick, 0.1 full)")
+    parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--setups", default="airflow,regionflow")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--tpch-dir", default=os.path.join(tempfile.gettempdir(), "regionflow-tpch"))
+    args = parser.parse_args()
+    sf = args.sf if args.sf is not None else (0.01 if args.quick else 0.1)
+    setups = [name.strip() for name in args.setups.split(",") if name.strip()]
+    unknown = [name for name in setups if name not in SETUPS]
+    if unknown:
+        parser.error(f"unknown setups {unknown}; choose from {list(SETUPS)}")
+    runs = morning_dags.runs_for(args.quick)
+    tables = tpch_data.generate(sf, args.tpch_dir, threads=2)
+    os.environ[tpch.TPCH_DIR_ENV] = tables
+    root = tempfile.mkdtemp(prefix="rf-bench-morning-")
+    _progress(f"morning: {len(runs)} runs of {len(morning_dags.DAGS)} DAGs, SF {sf:g}, {args.slots} slots, "
+              f"{args.repeats} repeat(s), setups {setups}, under {root}")
+
+    measured: dict[str, list[dict]] = {name: [] for name in setups}
+    for repeat in range(args.repeats):
+        order = setups if repeat % 2 == 0 else list(reversed(setups))
+        for name in order:
+            measured[name].append(_morning(name, repeat, runs, sf, args.slots, tables, root))
+
+    figures = {name: _figures(name, rounds) for name, rounds in measured.items()}
+    result = {"quick": args.quick, "sf": sf, "slots": args.slots, "repeats": args.repeats,
+              "runs": [{"dag_id": dag_id, "logical_date": day} for dag_id, day in runs],
+              "setups": figures, "ratios": _ratios(figures),
+              "answers_ok": all(f["answers_ok"] for f in figures.values())}
+    result["targets"] = _targets(result["ratios"])
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        _print_text(result)
+    return 0 if result["answers_ok"] else 1
+
+
+def _morning(setup: str, repeat: int, runs, sf: float, slots: int, tables: str, root: str) -> dict:
+    """One morning under `setup` on a fresh stack: trigger every run, wait for all, check the sinks."""
+    home = os.path.join(root, f"{setup}-{repeat}")
+    dags = os.path.join(home, "dags")
+    data_dir = os.path.join(home, "data")
+    morning_dags.write_dags(dags, setup)
+    env = {tpch.TPCH_DIR_ENV: tables}
+    options = {"hosts": f"localhost:slots={slots}", "data_dir": data_dir, "max_shards": "1"}
+    servers = None
+    if setup == "airflow":
+        # the team's Spark Connect server, run beside Airflow; the tasks reach it through a spark_connect connection
+        servers = SessionServers(Cluster.local_default(slots), os.path.join(home, "spark-connect"), base_port=None)
+        began = time.monotonic()
+        servers.start()
+        server = servers.server("localhost")
+        port = int(server.url.rsplit(":", 1)[1])
+        _progress(f"[{setup} #{repeat}] Spark Connect server up on port {port} after {time.monotonic() - began:.1f} s")
+        env["AIRFLOW_CONN_SPARK_MORNING"] = json.dumps(
+            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": port, "password": server.token})
+        env["MORNING_DATA_DIR"] = data_dir
+        stack = EmbeddedAirflow(home, dags, executor="LocalExecutor", env=env,
+                                regionflow_options={**options, "backend": "submit"})  # no servers of its own
+    else:
+        stack = EmbeddedAirflow(home, dags, executor="regionflow.executors.RegionExecutor", env=env,
+                                regionflow_options={**options, "backend": "session"})
+    try:
+        began = time.monotonic()
+        stack.start(timeout=STACK_START_TIMEOUT_S)
+        _progress(f"[{setup} #{repeat}] Airflow stack healthy after {time.monotonic() - began:.1f} s "
+                  f"({stack.timings})")
+        if setup == "airflow":
+            stack.create_pool("spark", slots, "the Spark Connect server's slots")
+        for dag_id in morning_dags.DAGS:
+            stack.wait_for_dag(dag_id, timeout=600)
+            stack.unpause(dag_id)
+        return _trigger_and_wait(stack, setup, repeat, runs, sf, data_dir)
+    finally:
+        stack.stop()
+        if servers is not None:
+            servers.stop()
+
+
+def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf: float, data_dir: str) -> dict:
+    triggered = []
+    for index, (dag_id, day) in enumerate(runs):
+        run_id = f"morning_{repeat}_{index}"
+        at = datetime.now(UTC)
+        stack.trigger(dag_id, run_id=run_id, logical_date=morning_dags.logical_date_iso(day))
+        triggered.append((dag_id, day, run_id, at))
+    _progress(f"[{setup} #{repeat}] {len(runs)} runs triggered within "
+              f"{(triggered[-1][3] - triggered[0][3]).total_seconds():.1f} s")
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    results = []
+    for dag_id, day, run_id, at in triggered:
+        try:
+            state = stack.wait_for_run(dag_id, run_id, timeout=max(1.0, deadline - time.monotonic()))
+        except WaitTimeout as error:
+            _progress(f"[{setup} #{repeat}] {dag_id} {run_id}: {error}")
+            state = "timed out"
+        run = stack.dag_run(dag_id, run_id)
+        end = _at(run["end_date"]) if run.get("end_date") else datetime.now(UTC)
+        answer = morning_dags.check_run(dag_id, day, morning_dags.sink_path(setup, data_dir, dag_id, run_id), sf) \
+            if state == "success" else f"not checked: run {state}"
+        results.append({"dag_id": dag_id, "run_id": run_id, "state": state, "answer": answer,
+                        "latency_s": round((end - at).total_seconds(), 2), "end": end})
+        _progress(f"[{setup} #{repeat}] {dag_id} {run_id}: {state} after {results[-1]['latency_s']:.1f} s, "
+                  f"answer {answer}")
+    makespan = (max(r["end"] for r in results) - triggered[0][3]).total_seconds()
+    _progress(f"[{setup} #{repeat}] makespan {makespan:.1f} s")
+    for r in results:
+        del r["end"]
+    return {"makespan_s": round(makespan, 2), "runs": results}
+
+
+def _figures(setup: str, rounds: list[dict]) -> dict:
+    runs = [run for one in rounds for run in one["runs"]]
+    latencies = sorted(run["latency_s"] for run in runs)
+    failed = sum(run["state"] != "success" for run in runs)
+    answers_ok = all(run["answer"] == "ok" for run in runs)
+    valid = answers_ok and not failed
+    return {"setup": SETUPS[setup], "answers_ok": answers_ok, "runs_failed": failed, "runs": len(runs),
+            "makespan_s": round(statistics.median(r["makespan_s"] for r in rounds), 2) if valid else None,
+            "makespans_s": [r["makespan_s"] for r in rounds],
+            "latency_p50_s": _rank(latencies, 0.50) if valid else None,
+            "latency_p95_s": _rank(latencies, 0.95) if valid else None,
+            "latency_max_s": latencies[-1] if valid and latencies else None,
+            "per_run": [{k: run[k] for k in ("dag_id", "run_id", "state", "latency_s", "answer")} for run in runs]}
+
+
+def _rank(values: list[float], fraction: float) -> float | None:
+    """The nearest-rank percentile of sorted `values`."""
+    return values[max(0, math.ceil(fraction * len(values)) - 1)] if values else None
+
+
+def _ratios(figures: dict) -> dict:
+    base, ours = figures.get("airflow"), figures.get("regionflow")
+
+    def ratio(key: str) -> float | None:
+        if not base or not ours or base[key] is None or ours[key] is None or not base[key]:
+            return None
+        return round(ours[key] / base[key], 3)
+    return {"makespan": ratio("makespan_s"), "p95_latency": ratio("latency_p95_s")}
+
+
+def _targets(ratios: dict) -> dict:
+    return {key: {"target": TARGET, "ratio": value, "met": value is not None and value <= TARGET}
+            for key, value in ratios.items()}
+
+
+def _print_text(result: dict) -> None:
+    print(f"morning: {len(result['runs'])} runs, SF {result['sf']:g}, {result['slots']} slots, "
+          f"{result['repeats']} repeat(s)")
+    for name, f in result["setups"].items():
+        print(f"setup {f['setup']} {name:<11} makespan={f['makespan_s']}s latency p50={f['latency_p50_s']}s "
+              f"p95={f['latency_p95_s']}s max={f['latency_max_s']}s failed={f['runs_failed']}/{f['runs']} "
+              f"answers_ok={f['answers_ok']}")
+    for key, target in result["targets"].items():
+        verdict = "met" if target["met"] else "NOT met"
+        print(f"regionflow / setup 1 {key}: {target['ratio']}x (target <= {TARGET}x: {verdict})")
+
+
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _progress(message: str) -> None:
+    print(f"{datetime.now(UTC):%H:%M:%S} {message}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

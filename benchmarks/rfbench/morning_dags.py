@@ -1,0 +1,233 @@
+"""The DAG files and the answers of ``benchmarks/morning.py`` (issue 47's headline benchmark).
+
+The morning's work is five DAGs: the daily orders DAG (`regionflow.examples.orders.daily_job`) and TPC-H
+Q1, Q3, Q9 and Q18 (`regionflow.examples.tpch.build_job`), each at its own parallelism so that big and
+small regions compete for the cluster's slots. Each setup gets one DAG file holding the five DAGs, written
+the way its users would write it, and calling the same vertex functions:
+
+- setup 1 (Airflow today, shared Spark): one PythonOperator per vertex, in Airflow's pool ``spark`` (sized
+  to the cluster's slots) with ``pool_slots`` = the vertex's parallelism; each task opens a session on the
+  team's long-lived Spark Connect server through the official Spark provider's ``spark_connect`` connection
+  (`SparkConnectHook`), reads its upstream vertices' Parquet, and writes its own output as Parquet under a
+  directory per DAG run. pyspark sends a connection's token only over TLS or to the name ``localhost``;
+  on one machine a team connects to a loopback server with ``regionflow.spark.servers.auth.remote_session``
+  (a public helper: a loopback channel that presents the token), which is what the tasks do here.
+- setup 3 (regionflow): one SparkVertexOperator per vertex, the edges as regionflow exchanges, and
+  ``regionflow.transform(dag, mode="all-blocking", max_shards=1)``: one region task per vertex, whose bulk
+  of ``parallelism`` slots the RegionExecutor grants.
+
+The DAGs are built from the example jobs' graphs (their vertices, parallelism and edges), so both setups run
+exactly the same graph.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import date, datetime
+from typing import Any
+
+SINK_ROOT = "morning"  # setup 3's sinks: <data_dir>/sinks/morning/<dag_id>/<run_id>
+
+# dag_id -> (job, parallelism): "orders" keeps the example's own parallelism (4, 1, 4, 2, 3)
+DAGS: dict[str, tuple[str, int]] = {
+    "morning_orders": ("orders", 0),
+    "morning_q1": ("q1", 4),
+    "morning_q3": ("q3", 2),
+    "morning_q9": ("q9", 1),
+    "morning_q18": ("q18", 3),
+}
+
+# the --quick morning: (dag_id, logical date or None), triggered in this order
+QUICK_RUNS: list[tuple[str, str | None]] = [
+    ("morning_orders", "2026-01-02"), ("morning_q9", None), ("morning_q1", None),
+    ("morning_q18", None), ("morning_orders", "2026-01-03"), ("morning_q3", None),
+]
+# the full morning: every DAG twice, the orders DAG for four days
+FULL_RUNS: list[tuple[str, str | None]] = QUICK_RUNS + [
+    ("morning_q9", None), ("morning_orders", "2026-01-04"), ("morning_q1", None),
+    ("morning_q18", None), ("morning_orders", "2026-01-05"), ("morning_q3", None),
+]
+
+_PRELUDE = '''
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from regionflow.examples import orders, tpch
+
+DAGS = {dags!r}
+
+
+def job(dag_id, sink):
+    """The example job a DAG runs, at its parallelism, its sink at `sink`."""
+    name, parallelism = DAGS[dag_id]
+    if name == "orders":
+        return orders.daily_job(sink=sink)
+    return tpch.build_job(int(name[1:]), parallelism, sink=sink, name=dag_id)
+'''
+
+AIRFLOW_DAGS = '''"""Setup 1 of benchmarks/morning.py: Airflow today, on a shared long-lived Spark Connect server."""
+import os
+from urllib.parse import unquote
+
+from airflow.providers.standard.operators.python import PythonOperator
+''' + _PRELUDE + '''
+CONN_ID = "spark_morning"
+POOL = "spark"
+
+
+class VertexContext:
+    """What the example functions ask of their `ctx`: the run's values, and the whole input (one task)."""
+
+    def __init__(self, vertex, parallelism, context):
+        self.vertex, self.parallelism = vertex, parallelism
+        self.logical_date = context.get("logical_date")
+        self.params = dict(context.get("params") or {{}})
+        self.whole = True
+
+    def range(self, spark, total):
+        return spark.range(0, total, numPartitions=self.parallelism)
+
+    def share(self, frame, *columns):
+        return frame
+
+
+def spark_session(parallelism):
+    """A session on the team's Spark Connect server, from the provider's connection URL."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    from regionflow.spark.servers.auth import remote_session
+
+    base, _, params = SparkConnectHook(CONN_ID).get_connection_url().partition("/;")
+    values = dict(item.split("=", 1) for item in params.split(";") if "=" in item)
+    spark = remote_session(base, unquote(values["token"]) if "token" in values else None)
+    spark.conf.set("spark.sql.shuffle.partitions", str(max(2, 2 * parallelism)))
+    return spark
+
+
+def run_vertex(vertex, upstream, parallelism, **context):
+    dag_id, run_id = context["dag"].dag_id, context["run_id"]
+    data = os.environ["MORNING_DATA_DIR"]
+    run_dir = os.path.join(data, "work", dag_id, run_id)
+    graph = job(dag_id, "unused")
+    spark = spark_session(parallelism)
+    try:
+        inputs = {{name: spark.read.parquet(os.path.join(run_dir, name)) for name in upstream}}
+        frame = graph.vertices[vertex].resolve_fn()(spark, inputs, VertexContext(vertex, parallelism, context))
+        sink = graph.vertices[vertex].sink is not None
+        path = os.path.join(data, "sinks", dag_id, run_id) if sink else os.path.join(run_dir, vertex)
+        frame.write.mode("overwrite").parquet(path)
+    finally:
+        spark.stop()
+
+
+for dag_id in DAGS:
+    graph = job(dag_id, "unused")
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_tasks=32,
+             max_active_runs=16) as dag:
+        tasks = {{}}
+        for name, vertex in graph.vertices.items():
+            upstream = [edge.src for edge in graph.edges if edge.dst == name]
+            tasks[name] = PythonOperator(task_id=name, python_callable=run_vertex, pool=POOL,
+                                         pool_slots=vertex.parallelism,
+                                         op_kwargs={{"vertex": name, "upstream": upstream,
+                                                     "parallelism": vertex.parallelism}})
+        for edge in graph.edges:
+            tasks[edge.src] >> tasks[edge.dst]
+    globals()[dag_id] = dag
+'''
+
+REGIONFLOW_DAGS = '''"""Setup 3 of benchmarks/morning.py: regionflow, one region task per vertex, all-blocking."""
+import regionflow
+from regionflow.operators import SparkVertexOperator, broadcast, forward, hash_by, rebalance, rescale
+''' + _PRELUDE + '''
+EXCHANGES = {{"forward": forward, "rescale": rescale, "rebalance": rebalance, "broadcast": broadcast}}
+
+for dag_id in DAGS:
+    graph = job(dag_id, "{sink_root}/" + dag_id + "/{{{{ run_id }}}}")
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_tasks=32,
+             max_active_runs=16) as dag:
+        ops = {{name: SparkVertexOperator(task_id=name, parallelism=vertex.parallelism, fn=vertex.fn,
+                                          sink=vertex.sink.path if vertex.sink else None)
+               for name, vertex in graph.vertices.items()}}
+        for edge in graph.edges:
+            kind = edge.distribution.value
+            ops[edge.src] >> (hash_by(*edge.keys) if kind == "hash" else EXCHANGES[kind]()) >> ops[edge.dst]
+    regionflow.transform(dag, mode="all-blocking", max_shards=1)
+    globals()[dag_id] = dag
+'''
+
+
+def write_dags(folder: str, setup: str) -> str:
+    """Write the five DAGs of `setup` ("airflow" or "regionflow") into `folder`; return the file's path."""
+    os.makedirs(folder, exist_ok=True)
+    template = AIRFLOW_DAGS if setup == "airflow" else REGIONFLOW_DAGS
+    path = os.path.join(folder, f"morning_{setup}.py")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(template.format(dags=DAGS, sink_root=SINK_ROOT))
+    return path
+
+
+def sink_path(setup: str, data_dir: str, dag_id: str, run_id: str) -> str:
+    """Where a run's sink lands under `setup`."""
+    if setup == "airflow":
+        return os.path.join(data_dir, "sinks", dag_id, run_id)
+    return os.path.join(data_dir, "sinks", SINK_ROOT, dag_id, run_id)
+
+
+ORDERS_COLUMNS = ("customer_id", "category", "total_cents", "orders")
+
+
+def orders_reference(logical_date: str | None) -> list[tuple]:
+    """The orders DAG's totals for a day, computed in plain Python from the generator's formulas
+    (`regionflow.examples.orders`): (customer_id, category, total_cents, orders), sorted."""
+    from regionflow.examples import orders
+
+    day = (date.fromisoformat(logical_date) - orders.DAILY_START).days if logical_date else 0
+    totals: dict[tuple[int, str], list[int]] = {}
+    for order_id in range(day * orders.ORDER_COUNT, (day + 1) * orders.ORDER_COUNT):
+        quantity = order_id * 31 % 5
+        if quantity < 1:  # cancelled; the DAG's min_quantity param is 1
+            continue
+        key = (order_id * 7919 % orders.CUSTOMERS,
+               f"category-{order_id * 104729 % orders.PRODUCTS % orders.CATEGORIES}")
+        total = totals.setdefault(key, [0, 0])
+        total[0] += quantity * (order_id * 17 % 1000 + 99)
+        total[1] += 1
+    return sorted((customer, category, cents, count) for (customer, category), (cents, count) in totals.items())
+
+
+def check_run(dag_id: str, logical_date: str | None, path: str, sf: float) -> str:
+    """"ok", or what is wrong with the sink of one run at `path`."""
+    import pyarrow.parquet as pq
+
+    from rfbench import tpch_data
+
+    name, _ = DAGS[dag_id]
+    try:
+        if name == "orders":
+            table = pq.read_table(path, columns=list(ORDERS_COLUMNS))
+            rows = sorted(tuple(row[c] for c in ORDERS_COLUMNS) for row in table.to_pylist())
+            expected = orders_reference(logical_date)
+            if rows == expected:
+                return "ok"
+            first = next((i for i, (a, b) in enumerate(zip(rows, expected, strict=False)) if a != b),
+                         min(len(rows), len(expected)))
+            return f"MISMATCH ({len(rows)} rows, {len(expected)} expected; they differ from row {first})"
+        query = int(name[1:])
+        columns, rows = tpch_data.read_result(path, query)
+        difference = tpch_data.check_answer(query, sf, rows, columns)
+        return "ok" if difference is None else f"MISMATCH ({difference})"
+    except OSError as error:
+        return f"MISMATCH (sink {path} unreadable: {error})"
+
+
+def logical_date_iso(day: str | None) -> str | None:
+    return datetime.fromisoformat(day).strftime("%Y-%m-%dT00:00:00Z") if day else None
+
+
+def runs_for(quick: bool) -> Sequence[tuple[str, str | None]]:
+    return QUICK_RUNS if quick else FULL_RUNS
+
+
+__all__: list[Any] = ["DAGS", "check_run", "orders_reference", "runs_for", "sink_path", "write_dags"]
