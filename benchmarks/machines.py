@@ -100,7 +100,9 @@ def run_setup(names: list[str], repeats: int, home: str, lose: str | None) -> di
             options = {"hosts": hosts, "max_shards": str(MAX_SHARDS), "data_dir": os.path.join(home, "data"),
                        "data_dir_shared": "true", "backend": "session", "bind_address": machines.address,
                        "blocklist_expiry": "600", "lost_host_probe_interval": "2"}
-            with EmbeddedAirflow(home, os.path.join(home, "dags"), regionflow_options=options) as stack:
+            retries = {"core": {"default_task_retries": "1", "default_task_retry_delay": "1"}}  # a lost try is retried
+            with EmbeddedAirflow(home, os.path.join(home, "dags"), regionflow_options=options,
+                                 extra_config=retries) as stack:
                 stack.wait_for_dag(DAG_ID)
                 stack.unpause(DAG_ID)
                 makespans, sinks = [], []

@@ -128,17 +128,23 @@ class Machines:
         _ip("link", "set", self[name].outer_link, "down")
 
     def restore(self, name: str) -> None:
-        """Plug machine `name`'s cable back in (and lift any rate limit)."""
-        _ip("link", "set", self[name].outer_link, "up")
+        """Plug machine `name`'s cable back in, at full speed (no rate limit)."""
+        machine = self[name]
+        for command in (["tc", "qdisc", "del", "dev", machine.outer_link, "root"],
+                        machine.command(["tc", "qdisc", "del", "dev", machine.inner_link, "root"])):
+            subprocess.run(command, capture_output=True, text=True, timeout=30)  # none there: nothing to lift
+        _ip("link", "set", machine.outer_link, "up")
 
     def slow(self, name: str, rate: str = "256kbit") -> None:
-        """Limit what machine `name` sends to `rate` (a token bucket on its link)."""
+        """Limit what machine `name` sends and receives to `rate` each way (a token bucket on both ends of
+        its link)."""
         machine = self[name]
-        result = subprocess.run(machine.command(["tc", "qdisc", "replace", "dev", machine.inner_link, "root", "tbf",
-                                                 "rate", rate, "burst", "16kbit", "latency", "2s"]),
-                                capture_output=True, text=True, timeout=30)
-        if result.returncode != 0:
-            raise MachinesError(f"cannot slow {name}'s link: {result.stderr.strip()}")
+        shape = ["root", "tbf", "rate", rate, "burst", "16kbit", "latency", "5s"]
+        for command in (["tc", "qdisc", "replace", "dev", machine.outer_link, *shape],
+                        machine.command(["tc", "qdisc", "replace", "dev", machine.inner_link, *shape])):
+            result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+            if result.returncode != 0:
+                raise MachinesError(f"cannot slow {name}'s link: {result.stderr.strip()}")
 
     def pids(self, name: str) -> list[int]:
         """The processes running inside machine `name`."""
