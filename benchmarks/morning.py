@@ -24,6 +24,9 @@ run of every repeat; nearest rank), runs failed, and each run's sink checked aga
 DuckDB's official answers; orders: the day's totals computed in plain Python). A setup with a failed run or a
 wrong answer gets no figure (null). Ratios are regionflow's over setup 1's. ``--format json`` prints one JSON
 document on stdout; progress goes to stderr. Targets (issue 47): makespan and p95 latency <= 0.7x setup 1.
+Where the time went, per setup and repeat (``occupancy``): the slot-seconds spent in running task instances
+(weighted by their pool_slots, or their grant's slots) as a share of makespan x slots, and under regionflow
+the slot-seconds its grants held (grant to release) and the median wait for a grant.
 
 Not here yet: setup 2, the PNG, the deadlock scenario, the overhead figures.
 """
@@ -42,6 +45,7 @@ from datetime import UTC, datetime
 from regionflow.examples import tpch
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.servers.session_servers import SessionServers
+from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
 from regionflow.testing.errors import WaitTimeout
 from rfbench import morning_dags, tpch_data
@@ -128,14 +132,15 @@ def _morning(setup: str, repeat: int, runs, sf: float, slots: int, tables: str, 
         for dag_id in morning_dags.DAGS:
             stack.wait_for_dag(dag_id, timeout=600)
             stack.unpause(dag_id)
-        return _trigger_and_wait(stack, setup, repeat, runs, sf, data_dir)
+        return _trigger_and_wait(stack, setup, repeat, runs, sf, data_dir, slots)
     finally:
         stack.stop()
         if servers is not None:
             servers.stop()
 
 
-def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf: float, data_dir: str) -> dict:
+def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf: float, data_dir: str,
+                      slots: int) -> dict:
     triggered = []
     for index, (dag_id, day) in enumerate(runs):
         run_id = f"morning_{repeat}_{index}"
@@ -164,7 +169,39 @@ def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf:
     _progress(f"[{setup} #{repeat}] makespan {makespan:.1f} s")
     for r in results:
         del r["end"]
-    return {"makespan_s": round(makespan, 2), "runs": results}
+    tasks = {(dag_id, run_id): stack.task_instances(dag_id, run_id) for dag_id, _, run_id, _ in triggered}
+    grants = None
+    if setup == "regionflow":
+        store = RegionflowStore.from_config(f"sqlite:///{os.path.join(stack.home, 'regionflow.db')}")
+        grants = [g for dag_id, _, run_id, _ in triggered for g in store.grants(dag_id, run_id)]
+    return {"makespan_s": round(makespan, 2), "runs": results,
+            "occupancy": occupancy(tasks, grants, makespan, slots)}
+
+
+def occupancy(tasks: dict, grants: list | None, makespan: float, slots: int) -> dict:
+    """Where the cluster's slot-seconds (makespan x slots) went: ``running`` in task instances (start to end,
+    times the task's slots: its pool_slots, or its grant's slots under regionflow); under regionflow also
+    ``held``, from a grant to its release (the task's process start and end, and the executor noticing it)."""
+    capacity = makespan * slots
+    grant_of = {(g.dag_id, g.run_id, g.task_id, g.map_index): g for g in grants or ()}
+    running = held = 0.0
+    waits = []
+    for (dag_id, run_id), instances in tasks.items():
+        for ti in instances:
+            if not ti.get("start_date") or not ti.get("end_date"):
+                continue
+            start, end = _at(ti["start_date"]).timestamp(), _at(ti["end_date"]).timestamp()
+            grant = grant_of.get((dag_id, run_id, ti["task_id"], ti.get("map_index", -1)))
+            width = len(grant.slots) if grant is not None else int(ti.get("pool_slots") or 1)
+            running += (end - start) * width
+            if grant is not None and grant.granted_at is not None:
+                held += ((grant.released_at or end) - grant.granted_at) * width
+                waits.append(grant.granted_at - grant.submitted_at)
+    figures = {"running_slot_s": round(running, 1), "running_share": round(running / capacity, 3) if capacity else None}
+    if grants is not None:
+        figures.update({"held_slot_s": round(held, 1), "held_share": round(held / capacity, 3) if capacity else None,
+                        "grant_wait_median_s": round(statistics.median(waits), 2) if waits else None})
+    return figures
 
 
 def _figures(setup: str, rounds: list[dict]) -> dict:
@@ -176,6 +213,7 @@ def _figures(setup: str, rounds: list[dict]) -> dict:
     return {"setup": SETUPS[setup], "answers_ok": answers_ok, "runs_failed": failed, "runs": len(runs),
             "makespan_s": round(statistics.median(r["makespan_s"] for r in rounds), 2) if valid else None,
             "makespans_s": [r["makespan_s"] for r in rounds],
+            "occupancy": [r["occupancy"] for r in rounds],
             "latency_p50_s": _rank(latencies, 0.50) if valid else None,
             "latency_p95_s": _rank(latencies, 0.95) if valid else None,
             "latency_max_s": latencies[-1] if valid and latencies else None,
@@ -209,6 +247,8 @@ def _print_text(result: dict) -> None:
         print(f"setup {f['setup']} {name:<11} makespan={f['makespan_s']}s latency p50={f['latency_p50_s']}s "
               f"p95={f['latency_p95_s']}s max={f['latency_max_s']}s failed={f['runs_failed']}/{f['runs']} "
               f"answers_ok={f['answers_ok']}")
+        for occupancy_ in f["occupancy"]:
+            print(f"  occupancy: {occupancy_}")
     for key, target in result["targets"].items():
         verdict = "met" if target["met"] else "NOT met"
         print(f"regionflow / setup 1 {key}: {target['ratio']}x (target <= {TARGET}x: {verdict})")
