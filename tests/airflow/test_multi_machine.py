@@ -11,7 +11,8 @@
 The example DAG and TPC-H Q3 run across m2 and m3 with the reference's answers, and nothing listens beyond
 the configured addresses. Then m3 is lost mid-run (every process of it killed, its link cut): the run completes
 on m2, the store, `regionflow status` and the UI's API show m3 lost with its cause, and when m3 comes back it
-gets work again once its blocklist entry is gone.
+gets work again once its blocklist entry is gone. Last, m3's link is slowed (a rate limit each way) under a
+DAG with speculation on: a copy of a shard that ran on m3 wins on m2.
 
 Needs root and iproute2 (CI has both: `.ci/run` installs iproute2 and sets ``REGIONFLOW_REQUIRE_MACHINES``, so
 there a missing capability fails the test instead of skipping it).
@@ -25,6 +26,7 @@ import sys
 import time
 
 import pytest
+from browser import wait_for
 from e2e_runs import run, task_log_file
 
 from regionflow.processes import process_group_members
@@ -66,6 +68,7 @@ def lab(tmp_path_factory):
     dags.mkdir()
     shutil.copy(os.path.join(HERE, "dags_session", "rf_host_loss.py"), dags)
     shutil.copy(os.path.join(ROOT, "dags", "tpch_daily.py"), dags)
+    shutil.copy(os.path.join(HERE, "dags_speculation", "rf_speculation.py"), dags)
     tpch_dir = tpch_data.generate(TPCH_SF, str(home / "tpch"))
     with Machines(["m2", "m3"]) as machines:
         clusters = {name: _standalone(machines[name], str(home / f"spark-{name}")).start() for name in ("m2", "m3")}
@@ -95,17 +98,6 @@ def _orders_figures(stack, run_id):
 
 def _addresses(sockets):
     return {str(ipaddress.ip_address(s.address.removeprefix("::ffff:"))) for s in sockets}
-
-
-def _wait_until(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.5)
 
 
 def test_the_example_dag_and_tpch_q3_run_across_two_machines_with_the_reference_answers(lab, orders_reference):
@@ -143,7 +135,7 @@ def test_a_machine_lost_mid_run_leaves_the_run_exact_on_the_other_and_comes_back
     stack, machines, clusters, _ = lab
     store = _store(stack)
     run_id = run(stack, DAG_ID)
-    victim = _wait_until(lambda: next((a for a in store.attempts(DAG_ID, run_id)
+    victim = wait_for(lambda: next((a for a in store.attempts(DAG_ID, run_id)
                                        if a.state.value == "running" and a.host == "m3"), None),
                          300, "an attempt running on m3")
     killed = machines.kill_all("m3")  # the machine goes away: every process of it, then its cable
@@ -182,9 +174,38 @@ def test_a_machine_lost_mid_run_leaves_the_run_exact_on_the_other_and_comes_back
     old = clusters["m3"]
     clusters["m3"] = _standalone(machines["m3"], old.work_dir, master_port=int(old.master_url.rsplit(":", 1)[1]))
     clusters["m3"].start()
-    _wait_until(lambda: not [b for b in store.active_blocks() if b.job_id == EVERY_JOB], BLOCKLIST_EXPIRY_S + 60,
+    wait_for(lambda: not [b for b in store.active_blocks() if b.job_id == EVERY_JOB], BLOCKLIST_EXPIRY_S + 60,
                 "m3's blocklist entry to go")
     again = run(stack, DAG_ID)
     assert stack.wait_for_run(DAG_ID, again, timeout=900) == "success"
     assert _orders_figures(stack, again) == (orders_reference["rows"], orders_reference["checksum"])
     assert "m3" in {a.host for a in store.attempts(DAG_ID, again) if a.state.value == "succeeded"}
+
+
+# Last in the module: m3's link is slow until the test ends.
+def test_on_a_slow_link_a_copy_on_the_other_machine_wins(lab, orders_reference):
+    """m3's link limited to 256 kbit/s each way (a Spark job there took 9 s instead of 1 s): the region tasks'
+    shards on m3 are slow, the speculation sensor copies them to m2, and a copy wins; one winner per unit,
+    the reference's rows."""
+    stack, machines, _, _ = lab
+    dag_id = "orders_speculation"
+    machines.slow("m3", "256kbit")
+    try:
+        run_id = run(stack, dag_id)
+        assert stack.wait_for_run(dag_id, run_id, timeout=900) == "success"
+    finally:
+        machines.restore("m3")
+    store = _store(stack)
+    attempts = store.attempts(dag_id, run_id)
+    winners = {c.unit_key: c.winner_attempt for c in store.commits(dag_id, run_id)}
+    summary = "\n".join(f"{a.task_id}[{a.map_index}] on {a.host}: {a.state.value}{' (copy)' if a.speculative else ''}"
+                        for a in attempts)
+    won = [a for a in attempts if a.speculative and winners.get(a.unit_key) == a.attempt_id]
+    assert any(copy.host == "m2" and any(a.unit_key == copy.unit_key and not a.speculative and a.host == "m3"
+                                         for a in attempts) for copy in won), summary
+    succeeded = [a.unit_key for a in attempts if a.state.value == "succeeded"]
+    assert len(succeeded) == len(set(succeeded)) == len(winners), summary
+    layout, partitions = dag_run_outputs(os.path.join(stack.dags_folder, "rf_speculation.py"), dag_id, run_id,
+                                         stack.regionflow_options["data_dir"], 4)
+    figures = layout.sink_figures(partitions, stack.regionflow_options["data_dir"])["totals"]
+    assert (figures["rows"], figures["checksum"]) == (orders_reference["rows"], orders_reference["checksum"])

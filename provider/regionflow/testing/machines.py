@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PREFIX = "rfm"  # names made here: rfm<creator pid in base 36>x<2 hex>..., within a link name's 15 characters
-DEFAULT_SUBNET = "10.251.0.0/24"  # TEST-NET-like private range; nothing else on the box uses it
+SUBNETS = "10.251.{}.0/24"  # one /24 of a private range per creating process: two test runs on one box do not meet
 
 
 class MachinesError(RuntimeError):
@@ -75,10 +75,11 @@ def unavailable() -> str | None:
 
 
 class Machines:
-    """Machines `names` (e.g. ``("m2", "m3")``) as network namespaces on `subnet`, m1 being this one."""
+    """Machines `names` (e.g. ``("m2", "m3")``) as network namespaces on `subnet` (default: a /24 of
+    10.251.0.0/16 chosen by this process's pid), m1 being this one."""
 
-    def __init__(self, names: Sequence[str], subnet: str = DEFAULT_SUBNET) -> None:
-        network = ipaddress.ip_network(subnet)
+    def __init__(self, names: Sequence[str], subnet: str | None = None) -> None:
+        network = ipaddress.ip_network(subnet or SUBNETS.format(os.getpid() % 250 + 1))
         hosts = list(network.hosts())
         if len(hosts) < len(names) + 1:
             raise MachinesError(f"subnet {subnet} has room for {len(hosts) - 1} machines, not {len(names)}")
@@ -207,4 +208,4 @@ def remove_leftovers() -> None:
             _ip("link", "del", link, check=False)
 
 
-__all__ = ["DEFAULT_SUBNET", "Machine", "Machines", "MachinesError", "remove_leftovers", "unavailable"]
+__all__ = ["SUBNETS", "Machine", "Machines", "MachinesError", "remove_leftovers", "unavailable"]
