@@ -260,3 +260,14 @@ def test_session_start_refuses_a_bind_address_that_cannot_serve_the_hosts_before
     err = capsys.readouterr().err
     assert "host 'm2' has master spark://10.0.0.2:7077 on another machine" in err and "set bind_address" in err
     assert not os.path.exists(state)
+
+
+def test_run_refuses_a_loopback_bind_address_for_a_master_elsewhere_before_any_spark_work(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from regionflow.cli import main
+
+    assert main(["run", "regionflow.examples.orders:job", "--hosts", "m2:slots=2,master=spark://10.0.0.2:7077",
+                 "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert "--bind-address is 127.0.0.1; set bind_address to this machine's address on that network" in err, err
+    assert not (tmp_path / "data").exists()

@@ -23,6 +23,26 @@ MODES_HELP = "all-blocking | forward-pipelined-only (default) | pointwise-pipeli
 # which a parser's help does not need (tests/test_cli_imports.py checks that the two agree)
 STORE_URL_VARIABLE = "AIRFLOW__REGIONFLOW__STORE_URL"
 HOSTS_VARIABLE = "AIRFLOW__REGIONFLOW__HOSTS"
+BIND_ADDRESS_VARIABLE = "AIRFLOW__REGIONFLOW__BIND_ADDRESS"
+
+
+def add_bind_address_option(parser: argparse.ArgumentParser) -> None:
+    """``--bind-address IP``; `bind_address_from_args` reads and checks it."""
+    parser.add_argument("--bind-address", default=None, metavar="IP",
+                        help="this machine's address that the drivers of hosts whose master is on another machine "
+                             f"bind (default: ${BIND_ADDRESS_VARIABLE}, else 127.0.0.1)")
+
+
+def bind_address_from_args(args: argparse.Namespace, cluster: Cluster) -> str:
+    """``--bind-address`` (else ``$AIRFLOW__REGIONFLOW__BIND_ADDRESS``, else 127.0.0.1), refused as
+    ``[regionflow] bind_address`` is (not this machine's, every interface, loopback for a master elsewhere)."""
+    from ..spark.launch.placement import bind_address_problem, driver_address_problem
+
+    address = args.bind_address or os.environ.get(BIND_ADDRESS_VARIABLE, "").strip() or "127.0.0.1"
+    problem = bind_address_problem(address) or driver_address_problem(cluster, address)
+    if problem is not None:
+        raise SpecError(problem.replace("[regionflow] bind_address", "--bind-address"))
+    return address
 
 
 def add_cluster_options(parser: argparse.ArgumentParser) -> None:

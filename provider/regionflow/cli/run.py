@@ -7,7 +7,16 @@ import os
 from typing import Any
 
 from ..core.errors import SpecError
-from .common import MODES_HELP, add_cluster_options, cluster_from_args, mode_option, positive_int, print_result
+from .common import (
+    MODES_HELP,
+    add_bind_address_option,
+    add_cluster_options,
+    bind_address_from_args,
+    cluster_from_args,
+    mode_option,
+    positive_int,
+    print_result,
+)
 
 
 def register(commands: Any) -> None:
@@ -34,6 +43,7 @@ def register(commands: Any) -> None:
                      help="the run's data interval (default: [logical date, logical date])")
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                      help="a run param (ctx.params, {{ params.KEY }}); the value is JSON: n=3, name='\"x\"'")
+    add_bind_address_option(run)
     run.add_argument("--format", choices=("text", "json"), default="text")
     run.set_defaults(handler=run_run)
 
@@ -63,7 +73,7 @@ def run_run(args: argparse.Namespace) -> int:
     options = RunOptions(data_dir=os.path.abspath(data_dir) if "://" not in data_dir else data_dir,
                          cluster=cluster, max_shards=args.max_shards, retries=args.retries,
                          job_conf=parse_conf(args.conf), progress=progress, backend=args.backend,
-                         clock_origin=started, context=context)
+                         clock_origin=started, context=context, bind_address=bind_address_from_args(args, cluster))
     if decisions:
         progress(f"[{time.monotonic() - started:7.1f}s] adaptive parallelism for {cluster.total_slots} slot(s): "
                  + ", ".join(f"{name}={value}" for name, value in decisions.items()))

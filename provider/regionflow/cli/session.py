@@ -7,19 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
-from ..core.errors import SpecError
 from ..output import print_document
-from ..spark.launch.placement import bind_address_problem, driver_address_problem
-from ..spark.launch.submit_args import LOOPBACK
 from ..spark.servers.connect import DEFAULT_BASE_PORT, DEFAULT_START_TIMEOUT_S
 from ..spark.servers.session_servers import SessionServers, default_state_dir
-from .common import add_cluster_options, cluster_from_args
+from .common import add_bind_address_option, add_cluster_options, bind_address_from_args, cluster_from_args
 
 EXIT_DOWN = 1  # `status`: some server is not up
-BIND_ADDRESS_VARIABLE = "AIRFLOW__REGIONFLOW__BIND_ADDRESS"
 
 
 def register(commands: Any) -> None:
@@ -41,9 +36,7 @@ def register(commands: Any) -> None:
                             help=f"host i of the cluster listens on 127.0.0.1:BASE+i (default {DEFAULT_BASE_PORT})")
         parser.add_argument("--format", choices=("text", "json"), default="text")
         if action == "start":
-            parser.add_argument("--bind-address", default=None, metavar="IP",
-                                help="this machine's address that the drivers of hosts whose master is on another "
-                                     "machine bind (default: $AIRFLOW__REGIONFLOW__BIND_ADDRESS, else 127.0.0.1)")
+            add_bind_address_option(parser)
             parser.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S,
                                 help="seconds to wait for each server to answer")
         parser.set_defaults(handler=run_session, action=action)
@@ -51,10 +44,7 @@ def register(commands: Any) -> None:
 
 def run_session(args: argparse.Namespace) -> int:
     cluster = cluster_from_args(args)
-    address = getattr(args, "bind_address", None) or os.environ.get(BIND_ADDRESS_VARIABLE, "").strip() or LOOPBACK
-    problem = bind_address_problem(address) or driver_address_problem(cluster, address)
-    if problem is not None:
-        raise SpecError(problem.replace("[regionflow] bind_address", "--bind-address"))
+    address = bind_address_from_args(args, cluster) if args.action == "start" else "127.0.0.1"
     servers = SessionServers(cluster, args.state_dir or default_state_dir(), args.base_port, bind_address=address)
     if args.action == "start":
         statuses = servers.start(args.host, timeout=args.timeout)

@@ -76,6 +76,8 @@ class RunOptions:
     # the run's values for its vertex functions and templates (--logical-date, --data-interval, --param);
     # its dag_id and run_id default to the job's name and the run's id
     context: RunContext | None = None
+    # the address the drivers of hosts whose master is on another machine bind (`--bind-address`)
+    bind_address: str = "127.0.0.1"
 
 
 class LocalRunner:
@@ -189,7 +191,8 @@ class LocalRunner:
             raise RunFailed(f"backend {self.options.backend!r} is unknown; use 'session' or 'submit'")
         if self.options.servers is not None:
             return self.options.servers
-        servers = SessionServers(self.options.cluster, os.path.join(self.work_dir, "sessions"), base_port=None)
+        servers = SessionServers(self.options.cluster, os.path.join(self.work_dir, "sessions"), base_port=None,
+                                 bind_address=self.options.bind_address)
         began = time.monotonic()
         try:
             servers.start()
