@@ -210,3 +210,13 @@ def test_an_attempt_whose_process_loses_its_parent_is_killed_saying_so(tmp_path)
     assert ended["failure"].startswith(f"orphaned: the process that started this attempt (pid {middle.pid}, its "
                                        "supervisor) is gone; the attempt was killed"), ended
     assert wait_for(lambda: child not in {pid for pid, _, _ in live_processes()}, timeout=20)  # and it ended
+
+
+def test_a_failed_session_attempt_says_its_session_ended_not_that_a_spark_submit_exited():
+    from regionflow.spark.launch.submit import SESSION_COMMAND_PREFIX, SubmissionResult
+
+    session = SubmissionResult(returncode=3, seconds=1.0, log_tail=(), killed=False,
+                               command=f"{SESSION_COMMAND_PREFIX}sc://127.0.0.1:1 tag regionflow-a")
+    assert session.exit_text == "the attempt's Spark Connect session ended with code 3"
+    assert SubmissionResult(returncode=3, seconds=1.0, log_tail=(), killed=False,
+                            command="spark-submit x.py").exit_text == "spark-submit exited with 3"

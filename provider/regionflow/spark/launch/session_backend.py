@@ -27,7 +27,7 @@ from ..servers.auth import remote_session
 from ..servers.reachability import LOSS_HANDSHAKE_TIMEOUT_S, connect_server_serves
 from .orphans import attempt_session_url
 from .submission import default_conf
-from .submit import SubmissionResult
+from .submit import SESSION_COMMAND_PREFIX, SubmissionResult
 
 EXIT_FAILED = 1
 
@@ -120,8 +120,8 @@ class SessionSubmission:
             error = f"host {self.task.host or '?'} lost: {cause}" + (f"; {error}" if error else "")
         self.result = SubmissionResult(
             returncode=returncode, seconds=time.monotonic() - started, log_tail=tuple(lines[-200:]),
-            killed=self._killed.is_set() and returncode != 0, command=f"session {self.url} tag {self.tag}",
-            error=error, host_lost=lost)
+            killed=self._killed.is_set() and returncode != 0,
+            command=f"{SESSION_COMMAND_PREFIX}{self.url} tag {self.tag}", error=error, host_lost=lost)
         return self.result
 
     def kill(self, *, wait: bool = True, timeout: float = 60.0) -> None:

@@ -81,6 +81,9 @@ def pinned_cpus(cores: Sequence[int]) -> Iterator[None]:
 # ---- the submission ----------------------------------------------------------------------------
 
 
+SESSION_COMMAND_PREFIX = "session "  # `SessionSubmission`'s command: ``session <url> tag <tag>``
+
+
 @dataclass(frozen=True)
 class SubmissionResult:
     """How one spark-submit ended. `returncode` is None when no process ran to completion."""
@@ -109,6 +112,8 @@ class SubmissionResult:
             except ValueError:
                 name = f"signal {-code}"
             return f"spark-submit (the Spark driver) was killed by {name}"
+        if self.command.startswith(SESSION_COMMAND_PREFIX):  # a client session on a server: no process of its own
+            return f"the attempt's Spark Connect session ended with code {code}"
         return f"spark-submit exited with {code}"
 
     @property
