@@ -140,7 +140,9 @@ class Machines:
         """Limit what machine `name` sends and receives to `rate` each way (a token bucket on both ends of
         its link)."""
         machine = self[name]
-        shape = ["root", "tbf", "rate", rate, "burst", "16kbit", "latency", "5s"]
+        # a short queue (1 s of data; TCP backs off on the drops): small packets, such as a host probe's,
+        # wait at most that long behind bulk transfers
+        shape = ["root", "tbf", "rate", rate, "burst", "16kbit", "latency", "1s"]
         for command in (["tc", "qdisc", "replace", "dev", machine.outer_link, *shape],
                         machine.command(["tc", "qdisc", "replace", "dev", machine.inner_link, *shape])):
             result = subprocess.run(command, capture_output=True, text=True, timeout=30)
