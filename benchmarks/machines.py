@@ -133,22 +133,18 @@ def timed_run(stack: EmbeddedAirflow, lose: tuple[Machines, str] | None = None) 
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no attempt ran on {name} within 300 s")
             time.sleep(0.2)
-        machines.kill_all(name)
-        machines.cut(name)
+        machines.lose(name)
     state = stack.wait_for_run(DAG_ID, run_id, timeout=1200)
     if state != "success":
         raise RuntimeError(f"run {run_id} ended {state}")
     dag_run = stack.dag_run(DAG_ID, run_id)
-    seconds = (_at(dag_run["end_date"]) - _at(dag_run["start_date"])).total_seconds()
+    started, ended = (datetime.fromisoformat(dag_run[key]) for key in ("start_date", "end_date"))
+    seconds = (ended - started).total_seconds()
     data_dir = stack.regionflow_options["data_dir"]
     layout, partitions = dag_run_outputs(os.path.join(stack.dags_folder, "rf_modes.py"), DAG_ID, run_id, data_dir,
                                          MAX_SHARDS)
     totals = layout.sink_figures(partitions, data_dir)["totals"]
     return seconds, (totals["rows"], totals["checksum"])
-
-
-def _at(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 if __name__ == "__main__":

@@ -158,7 +158,7 @@ def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf:
             _progress(f"[{setup} #{repeat}] {dag_id} {run_id}: {error}")
             state = "timed out"
         run = stack.dag_run(dag_id, run_id)
-        end = _at(run["end_date"]) if run.get("end_date") else datetime.now(UTC)
+        end = datetime.fromisoformat(run["end_date"]) if run.get("end_date") else datetime.now(UTC)
         answer = morning_dags.check_run(dag_id, day, morning_dags.sink_path(setup, data_dir, dag_id, run_id), sf) \
             if state == "success" else f"not checked: run {state}"
         results.append({"dag_id": dag_id, "run_id": run_id, "state": state, "answer": answer,
@@ -190,7 +190,7 @@ def occupancy(tasks: dict, grants: list | None, makespan: float, slots: int) -> 
         for ti in instances:
             if not ti.get("start_date") or not ti.get("end_date"):
                 continue
-            start, end = _at(ti["start_date"]).timestamp(), _at(ti["end_date"]).timestamp()
+            start, end = (datetime.fromisoformat(ti[key]).timestamp() for key in ("start_date", "end_date"))
             grant = grant_of.get((dag_id, run_id, ti["task_id"], ti.get("map_index", -1)))
             width = len(grant.slots) if grant is not None else int(ti.get("pool_slots") or 1)
             running += (end - start) * width
@@ -252,10 +252,6 @@ def _print_text(result: dict) -> None:
     for key, target in result["targets"].items():
         verdict = "met" if target["met"] else "NOT met"
         print(f"regionflow / setup 1 {key}: {target['ratio']}x (target <= {TARGET}x: {verdict})")
-
-
-def _at(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def _progress(message: str) -> None:

@@ -21,9 +21,8 @@ from .scheduling.hosts import Cluster
 from .scheduling.speculation_policy import SpeculationConfig, parse_switch
 from .spark.launch.placement import (
     DATA_DIR_SHARED_CHOICES,
-    bind_address_problem,
+    bind_address_problems,
     data_dir_problem,
-    driver_address_problem,
 )
 from .spark.launch.targets import backend_problem, parse_cluster
 
@@ -218,10 +217,11 @@ class RegionflowConfig:
         cluster = _hosts(hosts) if hosts else Cluster.local_default()
         backend = _choice("backend", get("backend"), BACKENDS)
         _check_conn_hosts(cluster, backend)
-        bind_address = _bind_address(get("bind_address").strip(), cluster, backend)
+        bind_address = get("bind_address").strip()
         data_dir = _data_dir(get("data_dir").strip() or "regionflow-data", airflow_home)
         data_dir_shared = _choice("data_dir_shared", get("data_dir_shared"), DATA_DIR_SHARED_CHOICES)
-        problem = data_dir_problem(cluster, data_dir, data_dir_shared)
+        problem = (bind_address_problems(cluster, bind_address, drivers_here=backend == "session")
+                   or data_dir_problem(cluster, data_dir, data_dir_shared))
         if problem is not None:
             raise SpecError(problem)
         return cls(
@@ -257,16 +257,6 @@ class RegionflowConfig:
     @property
     def largest_host_slots(self) -> int:
         return max(host.slots for host in self.cluster)
-
-
-def _bind_address(address: str, cluster: Cluster, backend: str) -> str:
-    """``[regionflow] bind_address``: an address of this machine, and not loopback when a session backend's
-    driver here serves executors on other machines."""
-    problem = bind_address_problem(address) or (driver_address_problem(cluster, address)
-                                                if backend == "session" else None)
-    if problem is not None:
-        raise SpecError(problem)
-    return address
 
 
 def _check_conn_hosts(cluster: Cluster, backend: str) -> None:

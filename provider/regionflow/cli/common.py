@@ -36,10 +36,10 @@ def add_bind_address_option(parser: argparse.ArgumentParser) -> None:
 def bind_address_from_args(args: argparse.Namespace, cluster: Cluster) -> str:
     """``--bind-address`` (else ``$AIRFLOW__REGIONFLOW__BIND_ADDRESS``, else 127.0.0.1), refused as
     ``[regionflow] bind_address`` is (not this machine's, every interface, loopback for a master elsewhere)."""
-    from ..spark.launch.placement import bind_address_problem, driver_address_problem
+    from ..spark.launch.placement import bind_address_problems
 
     address = args.bind_address or os.environ.get(BIND_ADDRESS_VARIABLE, "").strip() or "127.0.0.1"
-    problem = bind_address_problem(address) or driver_address_problem(cluster, address)
+    problem = bind_address_problems(cluster, address)
     if problem is not None:
         raise SpecError(problem.replace("[regionflow] bind_address", "--bind-address"))
     return address

@@ -162,6 +162,12 @@ class Machines:
                 os.kill(pid, signal.SIGKILL)
         return killed
 
+    def lose(self, name: str) -> list[int]:
+        """Machine `name` goes away: every process of it killed, then its cable pulled; the pids killed."""
+        killed = self.kill_all(name)
+        self.cut(name)
+        return killed
+
     # -- the end --
 
     def remove(self) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ...core.errors import SpecError
 from ...scheduling.hosts import Host
 from ..data.task import UnitTask
-from ..servers.connect import MASTER_LOST, ConnectServer, SessionServerError
+from ..servers.connect import MASTER_LOST, SessionServerError
 from ..servers.connections import SparkConnectionError
 from ..servers.keeper import ServerKeeper
 from ..servers.reachability import LOSS_HANDSHAKE_TIMEOUT_S
@@ -83,8 +83,7 @@ class SessionBackend:
                                  exit_cause=server.exit_cause,
                                  serving=lambda: server.serving(LOSS_HANDSHAKE_TIMEOUT_S),
                                  master=None if host.conn_id is not None else spark_target(host).master,
-                                 on_master_lost=(lambda: server.stop_idle(grace_seconds=2.0, why=MASTER_LOST))
-                                 if isinstance(server, ConnectServer) else None)
+                                 on_master_lost=lambda: server.stop_idle(grace_seconds=2.0, why=MASTER_LOST))
 
 
 def configured_servers(config: RegionflowConfig) -> SessionServers:

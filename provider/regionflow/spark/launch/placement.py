@@ -15,11 +15,11 @@ import ipaddress
 import os
 import re
 import socket
-from collections.abc import Iterable
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
+from ...core.errors import RegionflowError
 from ...scheduling.hosts import Cluster, Host
+from ..data.filesystems import is_local_uri, local_path
 from .masters import Master
 from .targets import spark_target
 
@@ -45,7 +45,6 @@ NETWORK_FILESYSTEMS: frozenset[str] = frozenset({
     "fuse.rclone",
 })
 
-_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")  # as config's: 'C:' is a drive, not a scheme
 _SECTION = "[regionflow]"
 
 
@@ -76,6 +75,13 @@ def bind_address_problem(address: str) -> str | None:
             f"or 127.0.0.1 when every host's master is on this machine")
 
 
+def bind_address_problems(cluster: Cluster, address: str, *, drivers_here: bool = True) -> str | None:
+    """`bind_address_problem`, then, when the drivers of `cluster`'s hosts run here (the session backend;
+    `drivers_here`), `driver_address_problem`: the one check of ``[regionflow] bind_address`` and of
+    ``--bind-address``."""
+    return bind_address_problem(address) or (driver_address_problem(cluster, address) if drivers_here else None)
+
+
 def driver_address_problem(cluster: Cluster, bind_address: str) -> str | None:
     """A host whose master is on other machines (standalone, YARN, Kubernetes) while the drivers started
     here bind a loopback `bind_address`, which those executors cannot reach; else None. ``conn_id`` hosts
@@ -87,7 +93,7 @@ def driver_address_problem(cluster: Cluster, bind_address: str) -> str | None:
     if not loopback:
         return None
     for host in cluster:
-        if host.conn_id is None and runs_elsewhere(host):
+        if _master_elsewhere(host):
             return (f"{_SECTION} hosts: host {host.name!r} has master {_master(host).url} on another machine, "
                     f"whose executors connect back to the driver on this machine, but {_SECTION} bind_address is "
                     f"{bind_address.strip()}; set bind_address to this machine's address on that network")
@@ -109,12 +115,15 @@ def data_dir_problem(cluster: Cluster, data_dir: str, shared: str) -> str | None
     (one on this machine, ``sc://127.0.0.1``, is common), not when the options are read."""
     if shared.strip().lower() == "true":
         return None
-    remote = next((host for host in cluster if host.conn_id is None and runs_elsewhere(host)), None)
+    remote = next((host for host in cluster if _master_elsewhere(host)), None)
     if remote is None:
         return None
-    path = _local_path(data_dir.strip())
-    if path is None:
+    if not is_local_uri(data_dir.strip()):
         return None  # hdfs://, s3a://, ...: the same store from every machine
+    try:
+        path = local_path(data_dir.strip())
+    except RegionflowError:
+        return None  # file://otherhost/...: the partition store says what is wrong with it, when used
     mount = _mount_of(path)
     if mount is None or mount[1] in NETWORK_FILESYSTEMS:
         return None
@@ -133,14 +142,9 @@ def _master(host: Host) -> Master:
     return Master.parse(spark_target(host).master)
 
 
-def _local_path(data_dir: str) -> str | None:
-    """The path of a plain path or ``file:`` URI; None for a URI of any other scheme."""
-    match = _URI_SCHEME.match(data_dir)
-    if match is None:
-        return data_dir
-    if match.group(1).lower() != "file":
-        return None
-    return unquote(urlsplit(data_dir).path) or "/"
+def _master_elsewhere(host: Host) -> bool:
+    """A host whose own master (not a ``conn_id`` server) is on another machine."""
+    return host.conn_id is None and runs_elsewhere(host)
 
 
 def _mount_of(path: str) -> tuple[str, str] | None:
@@ -192,7 +196,7 @@ def _own_addresses() -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
         for entry in addresses:
             if entry.family in (socket.AF_INET, socket.AF_INET6):
                 found.append(ipaddress.ip_address(str(entry.address).split("%")[0]))
-    return _unique(found)
+    return list(dict.fromkeys(found))  # an address on two interfaces, once
 
 
 def _is_local_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -208,15 +212,11 @@ def _is_local_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool
     return True
 
 
-def _unique(items: Iterable[ipaddress.IPv4Address | ipaddress.IPv6Address]
-            ) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    return list(dict.fromkeys(items))
-
-
 __all__ = [
     "DATA_DIR_SHARED_CHOICES",
     "NETWORK_FILESYSTEMS",
     "bind_address_problem",
+    "bind_address_problems",
     "data_dir_problem",
     "driver_address_problem",
     "filesystem_type",

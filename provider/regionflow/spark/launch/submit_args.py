@@ -32,6 +32,7 @@ sets nothing there, and host-wide settings of such a host belong in its properti
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import json
 import os
 import re
@@ -113,7 +114,11 @@ def driver_address(target: Master, bind_address: str = LOOPBACK) -> str | None:
     cluster manager that places the driver itself) otherwise."""
     if target.loopback:
         return LOOPBACK
-    return None if bind_address.startswith("127.") or bind_address in ("::1", "localhost") else bind_address
+    try:
+        loopback = ipaddress.ip_address(bind_address).is_loopback
+    except ValueError:  # a name: config loading refuses it; take it for loopback, so Spark chooses
+        loopback = True
+    return None if loopback else bind_address
 
 
 def driver_conf(address: str | None) -> dict[str, str]:

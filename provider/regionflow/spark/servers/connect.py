@@ -124,7 +124,8 @@ class ConnectServer:
         self.port = int(port)
         self.state_dir = os.path.abspath(state_dir)
         self.conf = dict(conf or {})
-        self.bind_address = bind_address
+        # what its driver binds and advertises: 127.0.0.1 for a master here, bind_address for one elsewhere
+        self.driver_address = driver_address(self.target.parsed, bind_address)
 
     @property
     def url(self) -> str:
@@ -188,7 +189,7 @@ class ConnectServer:
             # interruption (Spark waits 2 s by default), so the attempt's cores are free within ~2 s
             "spark.python.task.killTimeout": "100ms",
         }
-        conf.update(driver_conf(driver_address(master, self.bind_address)))
+        conf.update(driver_conf(self.driver_address))
         # sized like a TaskManager from its host: all the host's slots of its slot profile
         sized = sized_conf(master, self.host.slots, self.host.slot_profile)
         conf.update({**sized.proposed, **sized.owned})
@@ -234,7 +235,7 @@ class ConnectServer:
                 f"program; free it or give this host another Spark Connect port")
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         write_text_atomically(self.allocation_path, FAIR_DEFAULT_POOL)
-        env = classic_spark_env(driver_address(self.target.parsed, self.bind_address))
+        env = classic_spark_env(self.driver_address)
         # a new token per start, in its own 0600 file and the server's environment, never on its argv
         env[TOKEN_VARIABLE] = new_secret()
         write_secret(self.token_path, env[TOKEN_VARIABLE])

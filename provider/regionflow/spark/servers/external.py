@@ -83,7 +83,7 @@ class ExternalServer:
     def stop(self, grace_seconds: float = 0.0) -> bool:
         return False  # someone else's
 
-    def stop_idle(self, grace_seconds: float = 0.0) -> bool:
+    def stop_idle(self, grace_seconds: float = 0.0, why: str = "") -> bool:
         return False
 
 
