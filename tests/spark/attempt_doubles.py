@@ -14,10 +14,12 @@ class RecordingBackend:
 
     name = "recording"
 
-    def __init__(self, behaviour=None, *, down: str | None = None, master: str | None = None):
+    def __init__(self, behaviour=None, *, down: str | None = None, master: str | None = None,
+                 server_url: str | None = None):
         self.behaviour = behaviour
         self.down = down
         self.master = master
+        self.server_url = server_url
         self.prepared: list[tuple[str, str, int]] = []
         self.made: list[FakeSubmission] = []
 
@@ -25,7 +27,7 @@ class RecordingBackend:
         self.prepared.append((task.attempt_id, host.name, slots))
         if self.down:
             raise HostLost(self.down)
-        submission = FakeSubmission(self.behaviour, master=self.master)
+        submission = FakeSubmission(self.behaviour, master=self.master, server_url=self.server_url)
         self.made.append(submission)
         return submission
 

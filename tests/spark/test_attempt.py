@@ -121,18 +121,11 @@ def test_a_silent_server_is_a_lost_host_that_leaves_the_master_alone(partitions)
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         gone = f"sc://127.0.0.1:{closed.getsockname()[1]}"
-    backend = RecordingBackend(runs_until_killed(timeout=20))
-    backend_submission = backend.prepare
-    backend.prepare = lambda *args: _with_server(backend_submission(*args), gone)
+    backend = RecordingBackend(runs_until_killed(timeout=20), server_url=gone)
     outcome = make(partitions, backend, host_lost_timeout=0.5).run()
     assert outcome.host_lost.startswith(f"host a lost: its Spark Connect server at {gone}")
     [submission] = backend.made
     assert submission.killed.is_set() and not submission.master_gone.is_set()
-
-
-def _with_server(submission, url):
-    submission.server_url = url
-    return submission
 
 
 def test_a_session_that_lost_its_server_reports_the_lost_host(partitions):

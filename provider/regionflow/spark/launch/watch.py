@@ -129,12 +129,12 @@ class HostWatcher(_SubmissionWatcher):
     def _should_watch(self) -> bool:
         return bool(self.addresses) or bool(self.server_url)  # local[k] masters run on this machine
 
-    def _silent(self) -> tuple[str, str] | None:
-        """(what does not answer now, who would wait for it), or None."""
+    def _silent(self) -> tuple[str, str, bool] | None:
+        """(what does not answer now, who would wait for it, whether it is the master), or None."""
         if self.addresses and not any_speaks_spark_rpc(self.addresses, MASTER_PROBE_TIMEOUT_S):
-            return f"master {self.master}", "Spark's driver"
+            return f"master {self.master}", "Spark's driver", True
         if self.server_url and not connect_server_serves(self.server_url, LOSS_HANDSHAKE_TIMEOUT_S):
-            return f"its Spark Connect server at {self.server_url}", "the Spark Connect client"
+            return f"its Spark Connect server at {self.server_url}", "the Spark Connect client", False
         return None
 
     def _tick(self) -> bool:
@@ -144,11 +144,11 @@ class HostWatcher(_SubmissionWatcher):
             return False
         if time.monotonic() - self._last_answer < self.timeout:
             return False
-        what, waiter = silent
+        what, waiter, master_silent = silent
         who = f"host {self.host}" if self.host else "host"
         self.lost = (f"{who} lost: {what} did not answer for {self.timeout:.0f} s; the attempt was killed "
                      f"({waiter} would wait for it forever)")
-        if what.startswith("master "):
+        if master_silent:
             self.submission.master_lost()
         self.submission.kill(wait=False)
         return True
