@@ -185,8 +185,31 @@ def test_the_network_file_systems() -> None:
 
 # --- data_dir_problem --------------------------------------------------------------------------
 
-def test_data_dir_shared_choices() -> None:
-    assert DATA_DIR_SHARED_CHOICES == ("auto", "true")
+def test_the_options_are_read_through_both_checks(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`RegionflowConfig` applies the checks where the options are read: a remote master refuses a loopback
+    bind_address, then a data_dir on this machine's disk; with this machine's address and data_dir_shared = true
+    the options load; data_dir_shared takes only its choices."""
+    from regionflow.config import RegionflowConfig
+    from regionflow.core.errors import SpecError
+
+    # an interface with a routable address and a root on a local disk, whatever this machine has
+    monkeypatch.setattr(placement.psutil, "net_if_addrs",
+                        lambda: {"eth0": [Address(socket.AF_INET, "10.0.0.5", None, None, None)]})
+    _fake_partitions(monkeypatch, ("/", "ext4"))
+    values = {"hosts": REMOTE, "data_dir": str(tmp_path / "data")}
+    with pytest.raises(SpecError, match=r"host 'm2' has master spark://10.0.0.2:7077 on another machine.*"
+                                        r"bind_address is 127.0.0.1"):
+        RegionflowConfig.from_values(values.get, airflow_home=str(tmp_path))
+    values["bind_address"] = "10.0.0.5"
+    with pytest.raises(SpecError, match=r"data_dir = .* is on a file system not known to be shared"):
+        RegionflowConfig.from_values(values.get, airflow_home=str(tmp_path))
+    values["data_dir_shared"] = "true"
+    config = RegionflowConfig.from_values(values.get, airflow_home=str(tmp_path))
+    assert (config.bind_address, config.data_dir_shared) == ("10.0.0.5", "true")
+    values["data_dir_shared"] = "yes"
+    with pytest.raises(SpecError, match=r"data_dir_shared = 'yes'; use one of: "
+                                        + ", ".join(DATA_DIR_SHARED_CHOICES)):
+        RegionflowConfig.from_values(values.get, airflow_home=str(tmp_path))
 
 
 def test_a_local_data_dir_with_a_remote_master_is_refused(tmp_path) -> None:
