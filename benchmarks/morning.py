@@ -21,14 +21,13 @@ Setups (their DAG files: `rfbench.morning_dags`), each on its own embedded Airfl
 Repeats alternate the setups' order (1, 3 then 3, 1 ...). Figures per setup: makespan (first trigger to the
 last run's end; median over repeats), per-run latency from its trigger to its end (p50, p95, max over every
 run of every repeat; nearest rank), runs failed, and each run's sink checked against the reference (TPC-H:
-DuckDB's official answers; orders: the day's totals computed in plain Python). A setup with a failed run or a
-wrong answer gets no figure (null). Ratios are regionflow's over setup 1's. ``--format json`` prints one JSON
-document on stdout; progress goes to stderr. Targets (issue 47): makespan and p95 latency <= 0.7x setup 1.
-Where the time went, per setup and repeat (``occupancy``): the slot-seconds spent in running task instances
-(weighted by their pool_slots, or their grant's slots) as a share of makespan x slots, and under regionflow
-the slot-seconds its grants held (grant to release) and the median wait for a grant.
-
-Not here yet: setup 2, the PNG, the deadlock scenario, the overhead figures.
+DuckDB's official answers; orders: the plain PySpark reference of each day, `run_reference`). A setup with a
+failed run or a wrong answer gets no figure (null). Ratios are regionflow's over setup 1's. ``--format json``
+prints one JSON document on stdout; progress goes to stderr. Targets (issue 47): makespan and p95 latency <= 0.7x
+setup 1. Where the time went, per setup and repeat (``occupancy``): the slot-seconds spent in running task
+instances (weighted by their pool_slots, or their grant's slots) as a share of makespan x slots, and under
+regionflow the slot-seconds its grants held (grant to release) and the median wait for a grant. Not here yet: setup
+2, the PNG, the deadlock scenario, the overhead figures.
 """
 from __future__ import annotations
 
@@ -78,11 +77,15 @@ def main() -> int:
     _progress(f"morning: {len(runs)} runs of {len(morning_dags.DAGS)} DAGs, SF {sf:g}, {args.slots} slots, "
               f"{args.repeats} repeat(s), setups {setups}, under {root}")
 
+    began = time.monotonic()
+    orders = morning_dags.orders_references([day for dag_id, day in runs if morning_dags.DAGS[dag_id][0] == "orders"],
+                                            os.path.join(root, "reference"))
+    _progress(f"morning: the orders references of {len(orders)} day(s) in {time.monotonic() - began:.1f} s")
     measured: dict[str, list[dict]] = {name: [] for name in setups}
     for repeat in range(args.repeats):
         order = setups if repeat % 2 == 0 else list(reversed(setups))
         for name in order:
-            measured[name].append(_morning(name, repeat, runs, sf, args.slots, tables, root))
+            measured[name].append(_morning(name, repeat, runs, sf, args.slots, tables, root, orders))
 
     figures = {name: _figures(name, rounds) for name, rounds in measured.items()}
     result = {"quick": args.quick, "sf": sf, "slots": args.slots, "repeats": args.repeats,
@@ -97,7 +100,8 @@ def main() -> int:
     return 0 if result["answers_ok"] else 1
 
 
-def _morning(setup: str, repeat: int, runs, sf: float, slots: int, tables: str, root: str) -> dict:
+def _morning(setup: str, repeat: int, runs, sf: float, slots: int, tables: str, root: str,
+             orders: dict) -> dict:
     """One morning under `setup` on a fresh stack: trigger every run, wait for all, check the sinks."""
     home = os.path.join(root, f"{setup}-{repeat}")
     dags = os.path.join(home, "dags")
@@ -132,7 +136,7 @@ def _morning(setup: str, repeat: int, runs, sf: float, slots: int, tables: str, 
         for dag_id in morning_dags.DAGS:
             stack.wait_for_dag(dag_id, timeout=600)
             stack.unpause(dag_id)
-        return _trigger_and_wait(stack, setup, repeat, runs, sf, data_dir, slots)
+        return _trigger_and_wait(stack, setup, repeat, runs, sf, data_dir, slots, orders)
     finally:
         stack.stop()
         if servers is not None:
@@ -140,7 +144,7 @@ def _morning(setup: str, repeat: int, runs, sf: float, slots: int, tables: str, 
 
 
 def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf: float, data_dir: str,
-                      slots: int) -> dict:
+                      slots: int, orders: dict) -> dict:
     triggered = []
     for index, (dag_id, day) in enumerate(runs):
         run_id = f"morning_{repeat}_{index}"
@@ -159,8 +163,8 @@ def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf:
             state = "timed out"
         run = stack.dag_run(dag_id, run_id)
         end = datetime.fromisoformat(run["end_date"]) if run.get("end_date") else datetime.now(UTC)
-        answer = morning_dags.check_run(dag_id, day, morning_dags.sink_path(setup, data_dir, dag_id, run_id), sf) \
-            if state == "success" else f"not checked: run {state}"
+        answer = morning_dags.check_run(dag_id, day, morning_dags.sink_path(setup, data_dir, dag_id, run_id), sf,
+                                        orders) if state == "success" else f"not checked: run {state}"
         results.append({"dag_id": dag_id, "run_id": run_id, "state": state, "answer": answer,
                         "latency_s": round((end - at).total_seconds(), 2), "end": end})
         _progress(f"[{setup} #{repeat}] {dag_id} {run_id}: {state} after {results[-1]['latency_s']:.1f} s, "

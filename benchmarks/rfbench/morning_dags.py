@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 SINK_ROOT = "morning"  # setup 3's sinks: <data_dir>/sinks/morning/<dag_id>/<run_id>
@@ -178,37 +178,49 @@ def sink_path(setup: str, data_dir: str, dag_id: str, run_id: str) -> str:
 ORDERS_COLUMNS = ("customer_id", "category", "total_cents", "orders")
 
 
-def orders_reference(logical_date: str | None) -> list[tuple]:
-    """The orders DAG's totals for a day, computed in plain Python from the generator's formulas
-    (`regionflow.examples.orders`): (customer_id, category, total_cents, orders), sorted."""
-    from regionflow.examples import orders
+def orders_references(days: Sequence[str | None], work_dir: str) -> dict[str | None, list[tuple]]:
+    """The orders DAG's totals for each of `days`, from the project's reference: the same vertex functions as
+    one plain PySpark program (`run_reference`, the DAG's default params), on a Spark Connect server of its own;
+    (customer_id, category, total_cents, orders) rows, sorted."""
+    from regionflow.core.graph import load_job
+    from regionflow.core.plan import Plan
+    from regionflow.core.run_context import cli_context
+    from regionflow.scheduling.hosts import Cluster
+    from regionflow.spark.servers.session_servers import SessionServers
+    from regionflow.units.runner import RunOptions, run_reference
 
-    day = (date.fromisoformat(logical_date) - orders.DAILY_START).days if logical_date else 0
-    totals: dict[tuple[int, str], list[int]] = {}
-    for order_id in range(day * orders.ORDER_COUNT, (day + 1) * orders.ORDER_COUNT):
-        quantity = order_id * 31 % 5
-        if quantity < 1:  # cancelled; the DAG's min_quantity param is 1
-            continue
-        key = (order_id * 7919 % orders.CUSTOMERS,
-               f"category-{order_id * 104729 % orders.PRODUCTS % orders.CATEGORIES}")
-        total = totals.setdefault(key, [0, 0])
-        total[0] += quantity * (order_id * 17 % 1000 + 99)
-        total[1] += 1
-    return sorted((customer, category, cents, count) for (customer, category), (cents, count) in totals.items())
+    job = "regionflow.examples.orders:daily"
+    servers = SessionServers(Cluster.local_default(2), os.path.join(work_dir, "sessions"), base_port=None)
+    servers.start()
+    try:
+        references = {}
+        for day in dict.fromkeys(days):
+            options = RunOptions(data_dir=work_dir, cluster=servers.cluster, progress=None, servers=servers,
+                                 context=cli_context(day, None, [], dag_id="orders_daily"))
+            summary = run_reference(job, Plan(load_job(job)), options)
+            references[day] = _orders_rows(summary.sinks["totals"]["path"])
+        return references
+    finally:
+        servers.stop()
 
 
-def check_run(dag_id: str, logical_date: str | None, path: str, sf: float) -> str:
-    """"ok", or what is wrong with the sink of one run at `path`."""
+def _orders_rows(path: str) -> list[tuple]:
     import pyarrow.parquet as pq
 
+    table = pq.read_table(path, columns=list(ORDERS_COLUMNS))
+    return sorted(tuple(row[c] for c in ORDERS_COLUMNS) for row in table.to_pylist())
+
+
+def check_run(dag_id: str, logical_date: str | None, path: str, sf: float,
+              orders: dict[str | None, list[tuple]]) -> str:
+    """"ok", or what is wrong with the sink of one run at `path` (`orders`: `orders_references`)."""
     from rfbench import tpch_data
 
     name, _ = DAGS[dag_id]
     try:
         if name == "orders":
-            table = pq.read_table(path, columns=list(ORDERS_COLUMNS))
-            rows = sorted(tuple(row[c] for c in ORDERS_COLUMNS) for row in table.to_pylist())
-            expected = orders_reference(logical_date)
+            rows = _orders_rows(path)
+            expected = orders[logical_date]
             if rows == expected:
                 return "ok"
             first = next((i for i, (a, b) in enumerate(zip(rows, expected, strict=False)) if a != b),
@@ -230,4 +242,4 @@ def runs_for(quick: bool) -> Sequence[tuple[str, str | None]]:
     return QUICK_RUNS if quick else FULL_RUNS
 
 
-__all__: list[Any] = ["DAGS", "check_run", "orders_reference", "runs_for", "sink_path", "write_dags"]
+__all__: list[Any] = ["DAGS", "check_run", "orders_references", "runs_for", "sink_path", "write_dags"]
