@@ -40,6 +40,9 @@ INSTALL_REQUIRES = [
 DUCKDB_VERSION = "1.5.5"
 TPCH_REQUIRES = [f"duckdb=={DUCKDB_VERSION}", f"duckdb-extension-tpch=={DUCKDB_VERSION}"]
 
+# [bench]: what benchmarks/ needs beyond the package: TPC-H data and answers, and matplotlib for the pictures
+BENCH_REQUIRES = TPCH_REQUIRES + ["matplotlib>=3.8,<4"]
+
 # k8s:// masters: Airflow's Spark provider submits to Kubernetes only with the cncf-kubernetes provider
 KUBERNETES_REQUIRES = ["apache-airflow-providers-cncf-kubernetes>=10.25,<11"]
 
@@ -74,7 +77,7 @@ setup(
     include_package_data=True,
     zip_safe=False,
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "tpch": TPCH_REQUIRES, "kubernetes": KUBERNETES_REQUIRES,
+    extras_require={"test": TEST_REQUIRES, "tpch": TPCH_REQUIRES, "bench": BENCH_REQUIRES, "kubernetes": KUBERNETES_REQUIRES,
                     "postgres": POSTGRES_REQUIRES},
     entry_points={
         "console_scripts": ["regionflow=regionflow.cli:main"],

@@ -6,8 +6,14 @@
 2. Starvation: a 4-slot job queued behind a stream of 1-slot tasks on 4 slots. Under Airflow pools
    (LocalExecutor, a 4-slot pool, pool_slots=4 for the big task) versus the RegionExecutor's FIFO bulk
    pool: when the big task started relative to the stream's last task.
+3. Throughput (issue 47's scheduling overhead): a DAG of --tasks (200) tiny independent tasks (a Python no-op,
+   no Spark: what is measured is Airflow's scheduler and the executor) on --slots slots, under the
+   RegionExecutor (each task a 1-slot bulk) and under LocalExecutor with an Airflow pool of --slots slots, in
+   alternation, --repeats times. Printed: tasks per second from the first task's start to the last one's end
+   (median over repeats) and the RegionExecutor's ratio to LocalExecutor's (target >= 0.9).
 
-Usage: .venv/bin/python benchmarks/airflow_executor.py [--regions 4] [--slots 4] [--only overhead|starvation]
+Usage: .venv/bin/python benchmarks/airflow_executor.py [--regions 4] [--slots 4] [--tasks 200] [--repeats 1]
+                                                       [--only overhead|starvation|throughput]
 
 With --regions <= --slots no region waits for slots, so queued-to-running is the executor's own
 overhead; with more regions than slots it also contains the wait for a grant.
@@ -18,6 +24,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import textwrap
 import time
@@ -64,12 +71,31 @@ with DAG("big", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) a
                                                      "labels": ["big"]}}}})
 '''
 
+TINY = '''
+from datetime import datetime
+
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG
+
+
+def nothing():
+    return None
+
+
+with DAG("tiny_tasks", schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_tasks={tasks}):
+    for index in range({tasks}):
+        PythonOperator(task_id=f"t{{index}}", python_callable=nothing, pool="{pool}")
+'''
+THROUGHPUT_TARGET = 0.9
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--regions", type=int, default=4)
     parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--only", choices=("overhead", "starvation"), default=None)
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--only", choices=("overhead", "starvation", "throughput"), default=None)
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="rf-bench-airflow-")
     runs = {
@@ -78,13 +104,14 @@ def main() -> None:
                                                               pool="default_pool"),
         ("overhead", "region_executor"): lambda: overhead(root, "regionflow.executors.RegionExecutor", args),
         ("overhead", "local_executor"): lambda: overhead(root, "LocalExecutor", args),
+        ("throughput", "both"): lambda: throughput(root, args),
     }
     result: dict = {}
     for (part, name), measure in runs.items():
         if args.only and part != args.only:
             continue
         result.setdefault(part, {})[name] = measure()
-        print(json.dumps({part: {name: result[part][name]}}), flush=True)  # each figure as soon as it exists
+        print(json.dumps({part: {name: result[part][name]}}), file=sys.stderr, flush=True)  # progress: each figure
     print(json.dumps(result, indent=2))
 
 
@@ -146,6 +173,39 @@ def starvation(root: str, executor: str, args, pool: str) -> dict:
     return {"big_started_after_stream_start_s": round((big_start - stream_start).total_seconds(), 1),
             "stream_duration_s": round((stream_end - stream_start).total_seconds(), 1),
             "big_started_before_stream_ended": big_start < stream_end}
+
+
+def throughput(root: str, args) -> dict:
+    """Tasks per second through the scheduler, RegionExecutor against LocalExecutor, alternating."""
+    executors = {"region_executor": ("regionflow.executors.RegionExecutor", "default_pool"),
+                 "local_executor": ("LocalExecutor", "slots")}
+    rates: dict[str, list[float]] = {name: [] for name in executors}
+    for repeat in range(args.repeats):
+        order = list(executors) if repeat % 2 == 0 else list(reversed(executors))
+        for name in order:
+            executor, pool = executors[name]
+            stack = stack_for(root, f"throughput_{name}_{repeat}", executor,
+                              TINY.format(tasks=args.tasks, pool=pool), args.slots)
+            with stack.start():
+                if pool != "default_pool":
+                    stack.create_pool(pool, args.slots)
+                stack.wait_for_dag("tiny_tasks")
+                stack.unpause("tiny_tasks")
+                run_id = stack.trigger("tiny_tasks")
+                state = stack.wait_for_run("tiny_tasks", run_id, timeout=3600)
+                tis = stack.task_instances("tiny_tasks", run_id)
+            done = [t for t in tis if t.get("start_date") and t.get("end_date")]
+            if state != "success" or len(done) != args.tasks:
+                raise SystemExit(f"throughput under {name}: run {state}, {len(done)} of {args.tasks} tasks ran")
+            span = (max(_at(t["end_date"]) for t in done) - min(_at(t["start_date"]) for t in done)).total_seconds()
+            rates[name].append(round(args.tasks / span, 2))
+            print(json.dumps({"throughput": {name: {"repeat": repeat, "tasks_per_s": rates[name][-1],
+                                                    "seconds": round(span, 1)}}}), file=sys.stderr, flush=True)
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    ratio = round(medians["region_executor"] / medians["local_executor"], 3)
+    return {"tasks": args.tasks, "slots": args.slots, "repeats": args.repeats, "tasks_per_s": rates,
+            "median_tasks_per_s": medians, "ratio_region_over_local": ratio,
+            "target": {"ratio_at_least": THROUGHPUT_TARGET, "met": ratio >= THROUGHPUT_TARGET}}
 
 
 def _at(value: str) -> datetime:

@@ -107,6 +107,44 @@ def test_a_try_seen_live_again_starts_its_grace_over(gate):
         (flaky.key, "up_for_reschedule (try 1)")]
 
 
+DONE = frozenset({"success", "failed", "up_for_retry", "skipped", "upstream_failed", "removed"})
+
+
+def test_a_try_done_in_airflows_database_gives_its_slots_back_before_its_worker_reports(gate):
+    """As an Airflow pool frees its slots when the state is written, not when the task process exits: a
+    try done for good frees its slots at once; a deferred or rescheduled one (the same try comes back) and a
+    running one keep theirs; the worker's later report is read and changes nothing else."""
+    done, retried, deferred, running = (admit(gate, name, slots=1)
+                                        for name in ("done", "retried", "deferred", "running"))
+    big = admit(gate, "big", slots=2)  # waits: the four hold every slot
+    states = {done.ti_id: ("success", 1), retried.ti_id: ("up_for_retry", 1),
+              deferred.ti_id: ("deferred", 1), running.ti_id: ("running", 1)}
+    found = dict(gate.ended_in_database(states, DONE))
+    assert found == {done.key: "success (try 1)", retried.key: "up_for_retry (try 1)"}
+
+    for key, now_is in found.items():
+        gate.end_early(key, now_is)
+
+    assert gate.operations.handed()[-1] == "workload:big"
+    assert set(gate.granted) == {deferred.key, running.key, big.key}
+    rows = {g.task_id: (g.state, g.message) for g in gate.store.grants(dag_id="d")}
+    assert rows["done"] == ("released", "released: the task instance is success (try 1) in Airflow's database")
+    end(gate, done)  # the worker's report, once the task process exited: read, and nothing more goes back
+    end(gate, retried, "failed")
+    assert set(gate.granted) == {deferred.key, running.key, big.key} and gate.pool.free_slots() == 0
+    assert done.key not in gate.runs and retried.key not in gate.runs
+
+
+def test_a_try_cleared_or_deleted_while_granted_is_done_and_the_new_try_waits_its_turn(gate):
+    cleared, deleted = admit(gate, "cleared", slots=2), admit(gate, "deleted", slots=2)
+    found = dict(gate.ended_in_database({cleared.ti_id: ("queued", 2)}, DONE))
+    assert found == {cleared.key: "queued (try 2)", deleted.key: "deleted"}
+    gate.end_early(cleared.key, found[cleared.key])
+    again = admit(gate, "cleared", slots=2, try_number=2)  # the new try: a bulk of its own
+    assert gate.operations.handed()[-1] == "workload:cleared" and again.key in gate.granted
+    assert gate.granted[again.key] != gate.granted.get(cleared.key)
+
+
 def test_a_failure_frees_the_slots_and_reports_once(gate):
     held = admit(gate, "held", slots=4)
     gate.fail("workload:held", held.key, "regionflow: boom")

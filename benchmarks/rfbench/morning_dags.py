@@ -13,8 +13,10 @@ the way its users would write it, and calling the same vertex functions:
   on one machine a team connects to a loopback server with ``regionflow.spark.servers.auth.remote_session``
   (a public helper: a loopback channel that presents the token), which is what the tasks do here.
 - setup 3 (regionflow): one SparkVertexOperator per vertex, the edges as regionflow exchanges, and
-  ``regionflow.transform(dag, mode="all-blocking", max_shards=1)``: one region task per vertex, whose bulk
-  of ``parallelism`` slots the RegionExecutor grants.
+  ``regionflow.transform(dag, mode=..., max_shards=1)`` with the setup's mode per DAG (`SETUP_MODES`):
+  ``regionflow_blocking`` is all-blocking (one region task per vertex, whose bulk of ``parallelism`` slots the
+  RegionExecutor grants: the strict comparison, the same tasks as setup 1), ``regionflow`` each DAG's best mode
+  (`BEST_MODES`).
 
 The DAGs are built from the example jobs' graphs (their vertices, parallelism and edges), so both setups run
 exactly the same graph.
@@ -35,6 +37,15 @@ DAGS: dict[str, tuple[str, int]] = {
     "morning_q3": ("q3", 2),
     "morning_q9": ("q9", 1),
     "morning_q18": ("q18", 3),
+}
+
+# each DAG's best exchange mode: every one of these jobs fits the cluster's 4 slots as one pipelined region (with
+# slot sharing a region needs its widest vertex's parallelism: 4, 4, 2, 1, 3), so the whole DAG is one region
+# task, one Spark job, and nothing is written between its vertices (checked by `check_modes`)
+BEST_MODES: dict[str, str] = {dag_id: "all-pipelined" for dag_id in DAGS}
+SETUP_MODES: dict[str, dict[str, str]] = {
+    "regionflow_blocking": {dag_id: "all-blocking" for dag_id in DAGS},
+    "regionflow": BEST_MODES,
 }
 
 # the --quick morning: (dag_id, logical date or None), triggered in this order
@@ -137,10 +148,11 @@ for dag_id in DAGS:
     globals()[dag_id] = dag
 '''
 
-REGIONFLOW_DAGS = '''"""Setup 3 of benchmarks/morning.py: regionflow, one region task per vertex, all-blocking."""
+REGIONFLOW_DAGS = '''"""Setup 3 of benchmarks/morning.py: regionflow, each DAG in its exchange mode (MODES)."""
 import regionflow
 from regionflow.operators import SparkVertexOperator, broadcast, forward, hash_by, rebalance, rescale
 ''' + _PRELUDE + '''
+MODES = {modes!r}
 EXCHANGES = {{"forward": forward, "rescale": rescale, "rebalance": rebalance, "broadcast": broadcast}}
 
 for dag_id in DAGS:
@@ -153,19 +165,47 @@ for dag_id in DAGS:
         for edge in graph.edges:
             kind = edge.distribution.value
             ops[edge.src] >> (hash_by(*edge.keys) if kind == "hash" else EXCHANGES[kind]()) >> ops[edge.dst]
-    regionflow.transform(dag, mode="all-blocking", max_shards=1)
+    regionflow.transform(dag, mode=MODES[dag_id], max_shards=1)
     globals()[dag_id] = dag
 '''
 
 
 def write_dags(folder: str, setup: str) -> str:
-    """Write the five DAGs of `setup` ("airflow" or "regionflow") into `folder`; return the file's path."""
+    """Write the five DAGs of `setup` ("airflow" or a key of `SETUP_MODES`) into `folder`; return the file's path."""
     os.makedirs(folder, exist_ok=True)
     template = AIRFLOW_DAGS if setup == "airflow" else REGIONFLOW_DAGS
     path = os.path.join(folder, f"morning_{setup}.py")
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(template.format(dags=DAGS, sink_root=SINK_ROOT))
+        handle.write(template.format(dags=DAGS, sink_root=SINK_ROOT, modes=SETUP_MODES.get(setup, {})))
     return path
+
+
+def graph_of(dag_id: str):
+    """The job graph a morning DAG runs (its sink path unused)."""
+    from regionflow.examples import orders, tpch
+
+    name, parallelism = DAGS[dag_id]
+    if name == "orders":
+        return orders.daily_job(sink="unused")
+    return tpch.build_job(int(name[1:]), parallelism, sink="unused", name=dag_id)
+
+
+def subtasks(dag_id: str) -> int:
+    """How many subtasks a DAG's job has (the sum of its vertices' parallelism): the size of its run."""
+    return sum(vertex.parallelism for vertex in graph_of(dag_id).vertices.values())
+
+
+def check_modes(setup: str, slots: int) -> list[str]:
+    """What is wrong with `setup`'s modes on a cluster of `slots` slots: a region that needs more (empty: fine)."""
+    from regionflow.core.plan import Plan
+
+    problems = []
+    for dag_id, mode in SETUP_MODES.get(setup, {}).items():
+        plan = Plan(graph_of(dag_id), mode)
+        widest = max(plan.slots(region) for region in plan.regions)
+        if widest > slots:
+            problems.append(f"{dag_id} in mode {mode} has a region of {widest} slots, more than the cluster's {slots}")
+    return problems
 
 
 def sink_path(setup: str, data_dir: str, dag_id: str, run_id: str) -> str:
@@ -242,4 +282,5 @@ def runs_for(quick: bool) -> Sequence[tuple[str, str | None]]:
     return QUICK_RUNS if quick else FULL_RUNS
 
 
-__all__: list[Any] = ["DAGS", "check_run", "orders_references", "runs_for", "sink_path", "write_dags"]
+__all__: list[Any] = ["BEST_MODES", "DAGS", "SETUP_MODES", "check_modes", "check_run", "graph_of", "orders_references",
+                     "runs_for", "sink_path", "subtasks", "write_dags"]

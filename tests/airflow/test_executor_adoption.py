@@ -126,3 +126,31 @@ def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_sh
     assert rows(settings)["lost"].state is GrantState.RELEASED and lost.key not in ex.running
     assert stopper.calls == [("try1-left", "a")]  # its Spark work was stopped
     assert store.attempt("try1-left").state.value == "killed"
+
+
+def test_a_try_done_in_airflows_database_frees_its_slots_before_its_worker_reports(settings):
+    """As an Airflow pool does: the slots go back when the task instance is success in the database (the
+    sync after it), not when the task process has exited and its worker reported (seconds later)."""
+    from regionflow.core.attempts import AttemptState
+    from regionflow.executors.region_executor import ENDED_CHECK_INTERVAL_S
+
+    now, states, stopper = [0.0], {}, RecordingStopper()
+    ex = executor(clock=lambda: now[0], task_states=lambda ids: {i: states[i] for i in ids if i in states},
+                  stopper=stopper)
+    done, behind = workload(slots=4, task_id="done"), workload(slots=4, task_id="behind")
+    queue(ex, done, behind)
+    store = RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")
+    started(store, ex.gate.granted[done.key], "try1", task_id="done")
+    states[str(done.ti.id)] = (RUNNING, 1)
+    ex._release_done()
+    assert [w.ti.task_id for w in ex.task_workers] == ["done"]
+
+    store.end_attempt("try1", AttemptState.SUCCEEDED)  # the operator records its attempt, then the try succeeds
+    states[str(done.ti.id)] = (TaskInstanceState.SUCCESS, 1)
+    now[0] += ENDED_CHECK_INTERVAL_S
+    ex._release_done()
+    assert [w.ti.task_id for w in ex.task_workers] == ["done", "behind"]
+    assert rows(settings)["done"].state is GrantState.RELEASED and stopper.calls == []  # nothing left to stop
+    ex.change_state(done.key, TaskInstanceState.SUCCESS)  # its worker's report, once the process exited
+    assert rows(settings)["behind"].state is GrantState.GRANTED and ex.pool.free_slots() == 0
+    assert done.key not in ex.running

@@ -108,6 +108,7 @@ def test_a_task_marked_success_while_waiting_is_withdrawn_and_the_next_one_start
         workload(slots=4, task_id="after")
     queue(ex, blocker, marked, after)
     states.update({str(w.ti.id): (TaskInstanceState.QUEUED, 1) for w in (marked, after)})
+    states[str(blocker.ti.id)] = (TaskInstanceState.RUNNING, 1)
     states[str(marked.ti.id)] = (SUCCESS, 1)  # marked success in the UI
     ex.sync()
     assert [w.ti.task_id for w in ex.task_workers] == ["blocker"]

@@ -26,6 +26,9 @@ from ..core.errors import RegionflowError
 
 FINISHED_STATES = frozenset({TaskInstanceState.SUCCESS, TaskInstanceState.FAILED, TaskInstanceState.UPSTREAM_FAILED,
                              TaskInstanceState.SKIPPED, TaskInstanceState.REMOVED})
+# A granted try whose task instance (same try) is in one of these is done for good: this try never runs again
+# (a retry or a clear is another try), so its slots can go back before its worker reports the end.
+DONE_STATES = FINISHED_STATES | {TaskInstanceState.UP_FOR_RETRY}
 # A waiting task instance in one of these states (same try) still wants its slots: SCHEDULED is the
 # moment between Airflow re-queueing a try and the executor receiving it again.
 STILL_QUEUED = frozenset({TaskInstanceState.QUEUED, TaskInstanceState.SCHEDULED})
@@ -115,5 +118,5 @@ def task_instance_finished(ti_id: str, states: Callable[[Iterable[str]], Mapping
     return found is None or found[0] in FINISHED_STATES
 
 
-__all__ = ["FINISHED_STATES", "STILL_LIVE", "STILL_QUEUED", "append_task_log", "renew_queued_time",
+__all__ = ["DONE_STATES", "FINISHED_STATES", "STILL_LIVE", "STILL_QUEUED", "append_task_log", "renew_queued_time",
            "task_instance_finished", "task_instance_states"]
