@@ -5,7 +5,8 @@ Usage: .venv/bin/python benchmarks/morning.py [--quick] [--repeats N] [--sf 0.01
 
 The work: DAG runs of five DAGs (the daily orders DAG and TPC-H Q1, Q3, Q9, Q18 as DAGs, each at its own
 parallelism: `rfbench.morning_dags.DAGS`), triggered one after another within a few seconds, so that big and
-small regions compete. ``--quick``: 6 runs at SF 0.01 (`QUICK_RUNS`); otherwise 12 runs at --sf (default 0.1).
+small regions compete. ``--quick``: 6 runs at SF 0.01 (`QUICK_RUNS`); otherwise 20 runs (`FULL_RUNS`) at --sf
+(default 0.1).
 The cluster, the same for every setup: one host of --slots slots (4), one long-lived Spark Connect server
 (regionflow's `ConnectServer`: ``local[4]``, FAIR default pool), started before the clock starts.
 
@@ -16,6 +17,8 @@ Setups (their DAG files: `rfbench.morning_dags`), each on its own embedded Airfl
                          session on the server through the Spark provider's ``spark_connect`` connection
                          (``AIRFLOW_CONN_SPARK_MORNING``), intermediate data as Parquet between tasks, an Airflow
                          pool ``spark`` of --slots slots and pool_slots = the vertex's parallelism.
+  2 airflow_submit       as 1, each task a SparkSubmitOperator of the provider submitting one vertex to
+                         ``local[p]`` (a JVM per task; default in full mode only).
   3 regionflow_blocking  the RegionExecutor, session backend, all-blocking: one region task per vertex
                          (max_shards=1), the same tasks as setup 1 (the strict comparison).
   3 regionflow           the same, each DAG in its best exchange mode (`morning_dags.BEST_MODES`: all of
@@ -49,6 +52,7 @@ from datetime import UTC, datetime
 
 from regionflow.examples import tpch
 from regionflow.scheduling.hosts import Cluster
+from regionflow.spark.servers.client_env import no_client_marks
 from regionflow.spark.servers.session_servers import SessionServers
 from regionflow.store import RegionflowStore
 from regionflow.testing import EmbeddedAirflow
@@ -56,7 +60,8 @@ from regionflow.testing.errors import WaitTimeout
 from rfbench import morning_dags, morning_plot, tpch_data
 
 # setup name -> its number in issue 47 (setup 2, a submission per task, is not built yet)
-SETUPS = {"airflow": 1, "regionflow_blocking": 3, "regionflow": 3}
+SETUPS = {"airflow": 1, "airflow_submit": 2, "regionflow_blocking": 3, "regionflow": 3}
+QUICK_SETUPS = ("airflow", "regionflow_blocking", "regionflow")  # setup 2 starts a JVM per task: --full only
 BASELINE = "airflow"
 TARGET = 0.7
 RUN_TIMEOUT_S = 1200.0
@@ -69,14 +74,16 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--sf", type=float, default=None, help="TPC-H scale factor (default 0.01 quick, 0.1 full)")
     parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--setups", default=",".join(SETUPS))
+    parser.add_argument("--setups", default=None, help=f"default: {','.join(QUICK_SETUPS)} (--quick), all "
+                                                         f"of {','.join(SETUPS)} otherwise")
     parser.add_argument("--picture", default=None,
                         help="where the PNG goes (default build/morning-<time>.png; needs matplotlib: '.[bench]')")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--tpch-dir", default=os.path.join(tempfile.gettempdir(), "regionflow-tpch"))
     args = parser.parse_args()
     sf = args.sf if args.sf is not None else (0.01 if args.quick else 0.1)
-    setups = [name.strip() for name in args.setups.split(",") if name.strip()]
+    chosen = args.setups if args.setups is not None else ",".join(QUICK_SETUPS if args.quick else SETUPS)
+    setups = [name.strip() for name in chosen.split(",") if name.strip()]
     unknown = [name for name in setups if name not in SETUPS]
     if unknown:
         parser.error(f"unknown setups {unknown}; choose from {list(SETUPS)}")
@@ -91,8 +98,9 @@ def main() -> int:
               f"{args.repeats} repeat(s), setups {setups}, under {root}")
 
     began = time.monotonic()
-    orders = morning_dags.orders_references([day for dag_id, day in runs if morning_dags.DAGS[dag_id][0] == "orders"],
-                                            os.path.join(root, "reference"))
+    with no_client_marks():  # the references are Connect clients; setup 2's spark-submit children must not be
+        days = [day for dag_id, day in runs if morning_dags.DAGS[dag_id][0] == "orders"]
+        orders = morning_dags.orders_references(days, os.path.join(root, "reference"))
     _progress(f"morning: the orders references of {len(orders)} day(s) in {time.monotonic() - began:.1f} s")
     measured: dict[str, list[dict]] = {name: [] for name in setups}
     for repeat in range(args.repeats):
@@ -128,7 +136,13 @@ def _morning(setup: str, repeat: int, runs, sf: float, slots: int, tables: str, 
     env = {tpch.TPCH_DIR_ENV: tables}
     options = {"hosts": f"localhost:slots={slots}", "data_dir": data_dir, "max_shards": "1"}
     servers = None
-    if setup == "airflow":
+    if setup == "airflow_submit":  # a Spark application per task, local[p] through the provider's spark connection
+        for width in range(1, slots + 1):
+            env[f"AIRFLOW_CONN_SPARK_LOCAL_{width}"] = json.dumps({"conn_type": "spark", "host": f"local[{width}]"})
+        env["MORNING_DATA_DIR"] = data_dir
+        stack = EmbeddedAirflow(home, dags, executor="LocalExecutor", env=env,
+                                regionflow_options={**options, "backend": "submit"})
+    elif setup == "airflow":
         # the team's Spark Connect server, run beside Airflow; the tasks reach it through a spark_connect connection
         servers = SessionServers(Cluster.local_default(slots), os.path.join(home, "spark-connect"), base_port=None)
         began = time.monotonic()
@@ -149,8 +163,8 @@ def _morning(setup: str, repeat: int, runs, sf: float, slots: int, tables: str, 
         stack.start(timeout=STACK_START_TIMEOUT_S)
         _progress(f"[{setup} #{repeat}] Airflow stack healthy after {time.monotonic() - began:.1f} s "
                   f"({stack.timings})")
-        if setup == "airflow":
-            stack.create_pool("spark", slots, "the Spark Connect server's slots")
+        if setup in ("airflow", "airflow_submit"):
+            stack.create_pool("spark", slots, "the cluster's slots")
         for dag_id in morning_dags.DAGS:
             stack.wait_for_dag(dag_id, timeout=600)
             stack.unpause(dag_id)
@@ -192,7 +206,7 @@ def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf:
     _progress(f"[{setup} #{repeat}] makespan {makespan:.1f} s")
     tasks = {(dag_id, run_id): stack.task_instances(dag_id, run_id) for dag_id, _, run_id, _ in triggered}
     grants = None
-    if setup != BASELINE:
+    if setup in morning_dags.SETUP_MODES:
         store = RegionflowStore.from_config(f"sqlite:///{os.path.join(stack.home, 'regionflow.db')}")
         grants = [g for dag_id, _, run_id, _ in triggered for g in store.grants(dag_id, run_id)]
     spans = task_spans(tasks, grants, zero)

@@ -120,15 +120,15 @@ def test_a_try_done_in_airflows_database_gives_its_slots_back_before_its_worker_
     states = {done.ti_id: ("success", 1), retried.ti_id: ("up_for_retry", 1),
               deferred.ti_id: ("deferred", 1), running.ti_id: ("running", 1)}
     found = dict(gate.ended_in_database(states, DONE))
-    assert found == {done.key: "success (try 1)", retried.key: "up_for_retry (try 1)"}
+    assert found == {done.key: None, retried.key: None}  # the plain end of their runs: no note
 
-    for key, now_is in found.items():
-        gate.end_early(key, now_is)
+    for key, note in found.items():
+        gate.end_early(key, note)
 
     assert gate.operations.handed()[-1] == "workload:big"
     assert set(gate.granted) == {deferred.key, running.key, big.key}
     rows = {g.task_id: (g.state, g.message) for g in gate.store.grants(dag_id="d")}
-    assert rows["done"] == ("released", "released: the task instance is success (try 1) in Airflow's database")
+    assert rows["done"] == ("released", None)
     end(gate, done)  # the worker's report, once the task process exited: read, and nothing more goes back
     end(gate, retried, "failed")
     assert set(gate.granted) == {deferred.key, running.key, big.key} and gate.pool.free_slots() == 0
@@ -138,8 +138,11 @@ def test_a_try_done_in_airflows_database_gives_its_slots_back_before_its_worker_
 def test_a_try_cleared_or_deleted_while_granted_is_done_and_the_new_try_waits_its_turn(gate):
     cleared, deleted = admit(gate, "cleared", slots=2), admit(gate, "deleted", slots=2)
     found = dict(gate.ended_in_database({cleared.ti_id: ("queued", 2)}, DONE))
-    assert found == {cleared.key: "queued (try 2)", deleted.key: "deleted"}
+    assert found == {cleared.key: "released: the task instance is queued (try 2) in Airflow's database",
+                     deleted.key: "released: the task instance is deleted in Airflow's database"}
     gate.end_early(cleared.key, found[cleared.key])
+    [first] = gate.store.admissions(cleared.ti_id, 1)
+    assert (first.state, first.message) == ("released", found[cleared.key])
     again = admit(gate, "cleared", slots=2, try_number=2)  # the new try: a bulk of its own
     assert gate.operations.handed()[-1] == "workload:cleared" and again.key in gate.granted
     assert gate.granted[again.key] != gate.granted.get(cleared.key)

@@ -12,6 +12,9 @@ the way its users would write it, and calling the same vertex functions:
   directory per DAG run. pyspark sends a connection's token only over TLS or to the name ``localhost``;
   on one machine a team connects to a loopback server with ``regionflow.spark.servers.auth.remote_session``
   (a public helper: a loopback channel that presents the token), which is what the tasks do here.
+- setup 2 (Airflow today, one submission per task): the same tasks as setup 1, each a ``SparkSubmitOperator``
+  of the official provider submitting ``morning_vertex.py`` (one vertex, classic PySpark, Parquet in and out)
+  to ``local[p]`` through a ``spark`` connection per parallelism p (``spark_local_<p>``), in the same pool.
 - setup 3 (regionflow): one SparkVertexOperator per vertex, the edges as regionflow exchanges, and
   ``regionflow.transform(dag, mode=..., max_shards=1)`` with the setup's mode per DAG (`SETUP_MODES`):
   ``regionflow_blocking`` is all-blocking (one region task per vertex, whose bulk of ``parallelism`` slots the
@@ -53,10 +56,13 @@ QUICK_RUNS: list[tuple[str, str | None]] = [
     ("morning_orders", "2026-01-02"), ("morning_q9", None), ("morning_q1", None),
     ("morning_q18", None), ("morning_orders", "2026-01-03"), ("morning_q3", None),
 ]
-# the full morning: every DAG twice, the orders DAG for four days
+# the full morning (issue 47): 20 runs, each TPC-H DAG four times, the orders DAG for four days; the quick
+# morning first, then the rest interleaved so that big and small runs keep arriving together
 FULL_RUNS: list[tuple[str, str | None]] = QUICK_RUNS + [
-    ("morning_q9", None), ("morning_orders", "2026-01-04"), ("morning_q1", None),
-    ("morning_q18", None), ("morning_orders", "2026-01-05"), ("morning_q3", None),
+    ("morning_q9", None), ("morning_orders", "2026-01-04"), ("morning_q1", None), ("morning_q18", None),
+    ("morning_q3", None), ("morning_q9", None), ("morning_q1", None), ("morning_orders", "2026-01-05"),
+    ("morning_q18", None), ("morning_q3", None), ("morning_q9", None), ("morning_q1", None),
+    ("morning_q18", None), ("morning_q3", None),
 ]
 
 _PRELUDE = '''
@@ -148,6 +154,81 @@ for dag_id in DAGS:
     globals()[dag_id] = dag
 '''
 
+SUBMIT_DAGS = '''"""Setup 2 of benchmarks/morning.py: Airflow today, one Spark submission per task."""
+import os
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+''' + _PRELUDE + '''
+POOL = "spark"
+RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "morning_vertex.py")
+
+for dag_id in DAGS:
+    graph = job(dag_id, "unused")
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_tasks=32,
+             max_active_runs=16) as dag:
+        tasks = {{}}
+        for name, vertex in graph.vertices.items():
+            upstream = ",".join(edge.src for edge in graph.edges if edge.dst == name)
+            p = vertex.parallelism
+            tasks[name] = SparkSubmitOperator(
+                task_id=name, application=RUNNER, conn_id=f"spark_local_{{p}}", pool=POOL, pool_slots=p,
+                name=f"{{dag_id}}.{{name}}", application_args=[
+                    dag_id, name, "{{{{ run_id }}}}", upstream or "-", str(p),
+                    "{{{{ dag_run.logical_date.isoformat() if dag_run.logical_date else '-' }}}}"],
+                conf={{"spark.sql.shuffle.partitions": str(max(2, 2 * p)), "spark.ui.enabled": "false"}})
+        for edge in graph.edges:
+            tasks[edge.src] >> tasks[edge.dst]
+    globals()[dag_id] = dag
+'''
+
+# the program each setup-2 task submits: one vertex, classic PySpark, Parquet in and out as in setup 1
+VERTEX_RUNNER = '''"""One vertex of a morning DAG as a Spark application (setup 2 of benchmarks/morning.py)."""
+import os
+import sys
+from datetime import datetime
+
+from pyspark.sql import SparkSession
+
+from regionflow.examples import orders, tpch
+
+DAGS = {dags!r}
+
+
+class VertexContext:
+    def __init__(self, vertex, parallelism, logical_date):
+        self.vertex, self.parallelism, self.logical_date = vertex, parallelism, logical_date
+        self.params = {{}}
+        self.whole = True
+
+    def range(self, spark, total):
+        return spark.range(0, total, numPartitions=self.parallelism)
+
+    def share(self, frame, *columns):
+        return frame
+
+
+def main(dag_id, vertex, run_id, upstream, parallelism, logical_date):
+    name, job_parallelism = DAGS[dag_id]
+    graph = (orders.daily_job(sink="unused") if name == "orders"
+             else tpch.build_job(int(name[1:]), job_parallelism, sink="unused", name=dag_id))
+    data = os.environ["MORNING_DATA_DIR"]
+    run_dir = os.path.join(data, "work", dag_id, run_id)
+    day = None if logical_date == "-" else datetime.fromisoformat(logical_date)
+    spark = SparkSession.builder.getOrCreate()
+    try:
+        inputs = {{src: spark.read.parquet(os.path.join(run_dir, src)) for src in upstream.split(",") if src != "-"}}
+        frame = graph.vertices[vertex].resolve_fn()(spark, inputs, VertexContext(vertex, int(parallelism), day))
+        sink = graph.vertices[vertex].sink is not None
+        path = os.path.join(data, "sinks", dag_id, run_id) if sink else os.path.join(run_dir, vertex)
+        frame.write.mode("overwrite").parquet(path)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:7])
+'''
+
 REGIONFLOW_DAGS = '''"""Setup 3 of benchmarks/morning.py: regionflow, each DAG in its exchange mode (MODES)."""
 import regionflow
 from regionflow.operators import SparkVertexOperator, broadcast, forward, hash_by, rebalance, rescale
@@ -171,9 +252,14 @@ for dag_id in DAGS:
 
 
 def write_dags(folder: str, setup: str) -> str:
-    """Write the five DAGs of `setup` ("airflow" or a key of `SETUP_MODES`) into `folder`; return the file's path."""
+    """Write the five DAGs of `setup` ("airflow", "airflow_submit" or a key of `SETUP_MODES`) into `folder`
+    (setup 2 also its vertex program, ``morning_vertex.py``, which the DAG processor does not load: no DAG in it);
+    return the DAG file's path."""
     os.makedirs(folder, exist_ok=True)
-    template = AIRFLOW_DAGS if setup == "airflow" else REGIONFLOW_DAGS
+    template = {"airflow": AIRFLOW_DAGS, "airflow_submit": SUBMIT_DAGS}.get(setup, REGIONFLOW_DAGS)
+    if setup == "airflow_submit":
+        with open(os.path.join(folder, "morning_vertex.py"), "w", encoding="utf-8") as handle:
+            handle.write(VERTEX_RUNNER.format(dags=DAGS))
     path = os.path.join(folder, f"morning_{setup}.py")
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(template.format(dags=DAGS, sink_root=SINK_ROOT, modes=SETUP_MODES.get(setup, {})))
@@ -210,7 +296,7 @@ def check_modes(setup: str, slots: int) -> list[str]:
 
 def sink_path(setup: str, data_dir: str, dag_id: str, run_id: str) -> str:
     """Where a run's sink lands under `setup`."""
-    if setup == "airflow":
+    if setup in ("airflow", "airflow_submit"):
         return os.path.join(data_dir, "sinks", dag_id, run_id)
     return os.path.join(data_dir, "sinks", SINK_ROOT, dag_id, run_id)
 

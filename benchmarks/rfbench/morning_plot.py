@@ -11,10 +11,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 LABELS = {"airflow": "1: Airflow pool + shared Spark (task per vertex)",
+          "airflow_submit": "2: Airflow pool + a Spark submission per task",
           "regionflow_blocking": "3: regionflow, all-blocking (region per vertex)",
           "regionflow": "3: regionflow, each DAG's best mode"}
-SHORT = {"airflow": "1 Airflow", "regionflow_blocking": "3 blocking", "regionflow": "3 best mode"}
-COLOURS = {"airflow": "#8c8c8c", "regionflow_blocking": "#4c72b0", "regionflow": "#dd8452"}
+SHORT = {"airflow": "1 Airflow", "airflow_submit": "2 submit", "regionflow_blocking": "3 blocking",
+         "regionflow": "3 best mode"}
+COLOURS = {"airflow": "#8c8c8c", "airflow_submit": "#b07aa1", "regionflow_blocking": "#4c72b0",
+           "regionflow": "#dd8452"}
 
 
 def busy_steps(spans: Sequence[Mapping], until: float) -> tuple[list[float], list[int]]:

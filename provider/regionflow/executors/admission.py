@@ -256,28 +256,31 @@ class AdmissionGate:
         return self._unheard.found(self.granted, states, live_states, now, grace_s)
 
     def ended_in_database(self, states: Mapping[str, tuple[Any, int | None]],
-                          done_states: frozenset[Any]) -> list[tuple[Hashable, str]]:
+                          done_states: frozenset[Any]) -> list[tuple[Hashable, str | None]]:
         """Granted tries that Airflow's database shows done for good, before any worker reports it: their task
         instance (same try) is in `done_states`, is at another try, or is gone. Such a try's process runs no
         Spark work any more (an operator records its attempt's end before its task instance ends), so its slots
         can go back at once, as an Airflow pool's do when the state is written; the worker's report, which
         comes once the task process has exited, is read as usual (`end_early`). Not a deferred or rescheduled
         try: the same try comes back and its report must find it as it left. `states` maps task instance ids to
-        their (state, try number) in Airflow's database."""
-        ended = []
+        their (state, try number) in Airflow's database. Each try comes with the note its grant row gets: None
+        for the plain end of its run (a done state), what happened otherwise (another try, deleted)."""
+        ended: list[tuple[Hashable, str | None]] = []
         for key, bulk_id in self.granted.items():
             ti_id, try_number = try_of(bulk_id)
             state, now_try = states.get(ti_id, (None, None))
-            if now_try != try_number or state in done_states:
-                ended.append((key, now_is(state, now_try)))
+            if now_try == try_number and state in done_states:
+                ended.append((key, None))
+            elif now_try != try_number:
+                ended.append((key, f"released: the task instance is {now_is(state, now_try)} in Airflow's database"))
         return ended
 
-    def end_early(self, key: Hashable, now_is: str) -> None:
+    def end_early(self, key: Hashable, note: str | None) -> None:
         """Release the slots of a try found by `ended_in_database`; its runs stay, for its worker's report."""
         self._unheard.forget(key)
         bulk_id = self.granted.pop(key, None)
         if bulk_id is not None:
-            self._free(bulk_id, f"released: the task instance is {now_is} in Airflow's database")
+            self._free(bulk_id, note)
 
     def granted_ti_ids(self) -> list[str]:
         """The task instance ids of the granted tries (what `unheard_ends` needs the states of)."""

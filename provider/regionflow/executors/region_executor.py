@@ -268,9 +268,9 @@ class RegionExecutor(LocalExecutor):
         if not self.gate.granted or not self._ended_check.due(self.clock()):
             return
         states = self.task_states(self.gate.granted_ti_ids())
-        for key, now_is in self.gate.ended_in_database(states, DONE_STATES):
+        for key, note in self.gate.ended_in_database(states, DONE_STATES):
             guarded(self.log, f"settling what {key} left running", self.leftovers.settle, self.gate.granted[key])
-            self.gate.end_early(key, now_is)
+            self.gate.end_early(key, note)
 
     def _check_granted(self) -> None:
         """Release the slots of tries that ended in Airflow's database but whose end no worker reported
