@@ -27,7 +27,8 @@ Setups (their DAG files: `rfbench.morning_dags`), each on its own embedded Airfl
 Repeats alternate the setups' order (1, 3, 3' then 3', 3, 1 ...). Figures per setup: makespan (first trigger to
 the last run's end; median over repeats), per-run latency from its trigger to its end (p50, p95, max over every
 run of every repeat; nearest rank), each run's wait from its trigger to its first task's start (median, max,
-max over median, and the biggest run's: the DAG with the most subtasks), runs failed, and each run's sink
+max over median, and the biggest run's: the DAG with the most subtasks), runs failed, Spark applications
+started during the morning (setup 2: one per task; the others share one server started before it), and each run's sink
 checked against the reference (TPC-H: DuckDB's official answers; orders: the plain PySpark reference of each
 day, `run_reference`). A setup with a failed run or a wrong answer gets no figure (null). ``ratios``:
 regionflow's (best modes) over setup 1's, ``ratios_all_blocking`` the strict comparison's. ``--format json``
@@ -214,7 +215,11 @@ def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf:
         starts = [span["start_s"] for span in spans if span["run_id"] == run_id]
         result["first_slot_wait_s"] = round(min(starts) - (at.timestamp() - zero), 2) if starts else None
         del result["end"]
+    # Spark applications this morning started: one per task under setup 2 (each SparkSubmitOperator submits
+    # one); none under the others, whose one Connect server (one application) was started before the clock
+    applications = len(spans) if setup == "airflow_submit" else 0
     return {"makespan_s": round(makespan, 2), "runs": results, "intervals": spans,
+            "spark_applications_started": applications,
             "occupancy": occupancy(spans, grants, makespan, slots)}
 
 
@@ -269,6 +274,7 @@ def _figures(setup: str, rounds: list[dict]) -> dict:
     median_wait = statistics.median(waits) if waits else None
     return {"setup": SETUPS[setup], "modes": morning_dags.SETUP_MODES.get(setup, "a task per vertex"),
             "answers_ok": answers_ok, "runs_failed": failed, "runs": len(runs),
+            "spark_applications_started": [r["spark_applications_started"] for r in rounds],
             "first_slot_wait_median_s": round(median_wait, 2) if median_wait is not None else None,
             "first_slot_wait_max_s": max(waits) if waits else None,
             # issue 47: no run waits longer than 2x the median wait (a median of 0 makes any wait a breach)
