@@ -4,6 +4,8 @@ Sources live in provider/regionflow (import package ``regionflow``).
 This file must not import the package itself.
 """
 import os
+import re
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
@@ -61,9 +63,13 @@ TEST_REQUIRES = TPCH_REQUIRES + KUBERNETES_REQUIRES + POSTGRES_REQUIRES + [
     "mypy==2.4.1",
 ]
 
+# the version lives in one place, regionflow.__version__ (read as text: importing the package needs Airflow)
+_INIT = Path(__file__).resolve().parent / "provider" / "regionflow" / "__init__.py"
+VERSION = re.search(r'^__version__ = "([^"]+)"$', _INIT.read_text(encoding="utf-8"), re.MULTILINE).group(1)
+
 setup(
     name="airflow-provider-regionflow",
-    version="0.1.0",
+    version=VERSION,
     description="Apache Airflow provider that runs DAG regions as Spark submissions",
     long_description="Apache Airflow provider that runs Airflow DAG regions as Spark submissions.",
     license="Apache-2.0",
@@ -77,7 +83,8 @@ setup(
     include_package_data=True,
     zip_safe=False,
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES, "tpch": TPCH_REQUIRES, "bench": BENCH_REQUIRES, "kubernetes": KUBERNETES_REQUIRES,
+    extras_require={"test": TEST_REQUIRES, "tpch": TPCH_REQUIRES, "bench": BENCH_REQUIRES,
+                    "kubernetes": KUBERNETES_REQUIRES,
                     "postgres": POSTGRES_REQUIRES},
     entry_points={
         "console_scripts": ["regionflow=regionflow.cli:main"],
