@@ -49,7 +49,7 @@ $(STAMP): setup.py constraints.txt | $(VPY)
 constraints:
 	rm -rf build/constraints-venv
 	$(PYTHON) -m venv build/constraints-venv
-	build/constraints-venv/bin/python -m pip install --disable-pip-version-check --no-compile -q '.[test]' uv
+	build/constraints-venv/bin/python -m pip install --disable-pip-version-check --no-compile -q '.[test,bench]' uv
 	{ grep '^#' constraints.txt; build/constraints-venv/bin/python -m pip freeze --exclude-editable \
 	  | grep -v '^airflow-provider-regionflow'; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
