@@ -81,6 +81,20 @@ def job(dag_id, sink):
     if name == "orders":
         return orders.daily_job(sink=sink)
     return tpch.build_job(int(name[1:]), parallelism, sink=sink, name=dag_id)
+
+
+def task_per_vertex(task_for):
+    """Setups 1 and 2: one DAG per job, a task per vertex (`task_for(dag_id, name, vertex, upstream names)`)
+    and the job's edges as the tasks' dependencies."""
+    for dag_id in DAGS:
+        graph = job(dag_id, "unused")
+        with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_tasks=32,
+                 max_active_runs=16) as dag:
+            tasks = {{name: task_for(dag_id, name, vertex, [edge.src for edge in graph.edges if edge.dst == name])
+                     for name, vertex in graph.vertices.items()}}
+            for edge in graph.edges:
+                tasks[edge.src] >> tasks[edge.dst]
+        globals()[dag_id] = dag
 '''
 
 AIRFLOW_DAGS = '''"""Setup 1 of benchmarks/morning.py: Airflow today, on a shared long-lived Spark Connect server."""
@@ -138,20 +152,9 @@ def run_vertex(vertex, upstream, parallelism, **context):
         spark.stop()
 
 
-for dag_id in DAGS:
-    graph = job(dag_id, "unused")
-    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_tasks=32,
-             max_active_runs=16) as dag:
-        tasks = {{}}
-        for name, vertex in graph.vertices.items():
-            upstream = [edge.src for edge in graph.edges if edge.dst == name]
-            tasks[name] = PythonOperator(task_id=name, python_callable=run_vertex, pool=POOL,
-                                         pool_slots=vertex.parallelism,
-                                         op_kwargs={{"vertex": name, "upstream": upstream,
-                                                     "parallelism": vertex.parallelism}})
-        for edge in graph.edges:
-            tasks[edge.src] >> tasks[edge.dst]
-    globals()[dag_id] = dag
+task_per_vertex(lambda dag_id, name, vertex, upstream: PythonOperator(
+    task_id=name, python_callable=run_vertex, pool=POOL, pool_slots=vertex.parallelism,
+    op_kwargs={{"vertex": name, "upstream": upstream, "parallelism": vertex.parallelism}}))
 '''
 
 SUBMIT_DAGS = '''"""Setup 2 of benchmarks/morning.py: Airflow today, one Spark submission per task."""
@@ -162,23 +165,19 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 POOL = "spark"
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "morning_vertex.py")
 
-for dag_id in DAGS:
-    graph = job(dag_id, "unused")
-    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_tasks=32,
-             max_active_runs=16) as dag:
-        tasks = {{}}
-        for name, vertex in graph.vertices.items():
-            upstream = ",".join(edge.src for edge in graph.edges if edge.dst == name)
-            p = vertex.parallelism
-            tasks[name] = SparkSubmitOperator(
-                task_id=name, application=RUNNER, conn_id=f"spark_local_{{p}}", pool=POOL, pool_slots=p,
-                name=f"{{dag_id}}.{{name}}", application_args=[
-                    dag_id, name, "{{{{ run_id }}}}", upstream or "-", str(p),
-                    "{{{{ dag_run.logical_date.isoformat() if dag_run.logical_date else '-' }}}}"],
-                conf={{"spark.sql.shuffle.partitions": str(max(2, 2 * p)), "spark.ui.enabled": "false"}})
-        for edge in graph.edges:
-            tasks[edge.src] >> tasks[edge.dst]
-    globals()[dag_id] = dag
+
+
+def submit_task(dag_id, name, vertex, upstream):
+    p = vertex.parallelism
+    return SparkSubmitOperator(
+        task_id=name, application=RUNNER, conn_id=f"spark_local_{{p}}", pool=POOL, pool_slots=p,
+        name=f"{{dag_id}}.{{name}}", application_args=[
+            dag_id, name, "{{{{ run_id }}}}", ",".join(upstream) or "-", str(p),
+            "{{{{ dag_run.logical_date.isoformat() if dag_run.logical_date else '-' }}}}"],
+        conf={{"spark.sql.shuffle.partitions": str(max(2, 2 * p)), "spark.ui.enabled": "false"}})
+
+
+task_per_vertex(submit_task)
 '''
 
 # the program each setup-2 task submits: one vertex, classic PySpark, Parquet in and out as in setup 1
