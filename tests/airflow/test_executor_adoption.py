@@ -103,15 +103,22 @@ def test_a_try_airflow_revokes_after_it_got_its_slots_gives_them_back(settings, 
     assert ex.pool.free_slots() == 4
 
 
-def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_shows_it_ended(settings):
+def holder_and_behind(settings, name):
+    """An executor on a fake clock and task-state reader, whose try `name` holds all 4 slots (its attempt
+    recorded running) and a 4-slot try `behind` waits; returns (ex, now, states, stopper, store, holder, behind)."""
     now, states, stopper = [0.0], {}, RecordingStopper()
     ex = executor(clock=lambda: now[0], task_states=lambda ids: {i: states[i] for i in ids if i in states},
                   stopper=stopper)
-    lost, behind = workload(slots=4, task_id="lost"), workload(slots=4, task_id="behind")
-    queue(ex, lost, behind)
+    holder, behind = workload(slots=4, task_id=name), workload(slots=4, task_id="behind")
+    queue(ex, holder, behind)
     store = RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")
-    started(store, ex.gate.granted[lost.key], "try1-left", task_id="lost")  # running when its process died
-    states[str(lost.ti.id)] = (RUNNING, 1)
+    started(store, ex.gate.granted[holder.key], f"{name}-try1", task_id=name)
+    states[str(holder.ti.id)] = (RUNNING, 1)
+    return ex, now, states, stopper, store, holder, behind
+
+
+def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_shows_it_ended(settings):
+    ex, now, states, stopper, store, lost, behind = holder_and_behind(settings, "lost")  # running when it died
 
     ex._check_granted()  # running: its slots stay
     assert [w.ti.task_id for w in ex.task_workers] == ["lost"] and lost.key in ex.running
@@ -124,8 +131,8 @@ def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_sh
     ex._check_granted()
     assert [w.ti.task_id for w in ex.task_workers] == ["lost", "behind"]
     assert rows(settings)["lost"].state is GrantState.RELEASED and lost.key not in ex.running
-    assert stopper.calls == [("try1-left", "a")]  # its Spark work was stopped
-    assert store.attempt("try1-left").state.value == "killed"
+    assert stopper.calls == [("lost-try1", "a")]  # its Spark work was stopped
+    assert store.attempt("lost-try1").state.value == "killed"
 
 
 def test_a_try_done_in_airflows_database_frees_its_slots_before_its_worker_reports(settings):
@@ -134,18 +141,11 @@ def test_a_try_done_in_airflows_database_frees_its_slots_before_its_worker_repor
     from regionflow.core.attempts import AttemptState
     from regionflow.executors.region_executor import ENDED_CHECK_INTERVAL_S
 
-    now, states, stopper = [0.0], {}, RecordingStopper()
-    ex = executor(clock=lambda: now[0], task_states=lambda ids: {i: states[i] for i in ids if i in states},
-                  stopper=stopper)
-    done, behind = workload(slots=4, task_id="done"), workload(slots=4, task_id="behind")
-    queue(ex, done, behind)
-    store = RegionflowStore.from_config(f"sqlite:///{settings}/regionflow.db")
-    started(store, ex.gate.granted[done.key], "try1", task_id="done")
-    states[str(done.ti.id)] = (RUNNING, 1)
+    ex, now, states, stopper, store, done, behind = holder_and_behind(settings, "done")
     ex._release_done()
     assert [w.ti.task_id for w in ex.task_workers] == ["done"]
 
-    store.end_attempt("try1", AttemptState.SUCCEEDED)  # the operator records its attempt, then the try succeeds
+    store.end_attempt("done-try1", AttemptState.SUCCEEDED)  # the operator records its attempt, then the try succeeds
     states[str(done.ti.id)] = (TaskInstanceState.SUCCESS, 1)
     now[0] += ENDED_CHECK_INTERVAL_S
     ex._release_done()
