@@ -145,7 +145,7 @@ def test_a_try_cleared_or_deleted_while_granted_is_done_and_the_new_try_waits_it
     assert (first.state, first.message) == ("released", found[cleared.key])
     again = admit(gate, "cleared", slots=2, try_number=2)  # the new try: a bulk of its own
     assert gate.operations.handed()[-1] == "workload:cleared" and again.key in gate.granted
-    assert gate.granted[again.key] != gate.granted.get(cleared.key)
+    assert gate.granted[again.key] != first.bulk_id
 
 
 def test_a_failure_frees_the_slots_and_reports_once(gate):

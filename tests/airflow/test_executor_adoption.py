@@ -123,7 +123,9 @@ def test_a_try_whose_end_no_worker_reported_gives_its_slots_back_once_airflow_sh
     ex._check_granted()  # running: its slots stay
     assert [w.ti.task_id for w in ex.task_workers] == ["lost"] and lost.key in ex.running
 
-    states[str(lost.ti.id)] = (TaskInstanceState.SUCCESS, 1)  # its worker died before reporting the end
+    # its task process ended up for reschedule and its worker died before reporting it (a try done for good,
+    # success or failed, goes back at once: the next test)
+    states[str(lost.ti.id)] = (TaskInstanceState.UP_FOR_RESCHEDULE, 1)
     now[0] += GRANTED_CHECK_INTERVAL_S
     ex._check_granted()  # the report may still come (the grace itself: test_admission_gate.py)
     assert [w.ti.task_id for w in ex.task_workers] == ["lost"] and stopper.calls == []
@@ -139,16 +141,15 @@ def test_a_try_done_in_airflows_database_frees_its_slots_before_its_worker_repor
     """As an Airflow pool does: the slots go back when the task instance is success in the database (the
     sync after it), not when the task process has exited and its worker reported (seconds later)."""
     from regionflow.core.attempts import AttemptState
-    from regionflow.executors.region_executor import ENDED_CHECK_INTERVAL_S
 
     ex, now, states, stopper, store, done, behind = holder_and_behind(settings, "done")
-    ex._release_done()
+    ex._check_granted()
     assert [w.ti.task_id for w in ex.task_workers] == ["done"]
 
     store.end_attempt("done-try1", AttemptState.SUCCEEDED)  # the operator records its attempt, then the try succeeds
     states[str(done.ti.id)] = (TaskInstanceState.SUCCESS, 1)
-    now[0] += ENDED_CHECK_INTERVAL_S
-    ex._release_done()
+    now[0] += GRANTED_CHECK_INTERVAL_S
+    ex._check_granted()
     assert [w.ti.task_id for w in ex.task_workers] == ["done", "behind"]
     assert rows(settings)["done"].state is GrantState.RELEASED and stopper.calls == []  # nothing left to stop
     ex.change_state(done.key, TaskInstanceState.SUCCESS)  # its worker's report, once the process exited

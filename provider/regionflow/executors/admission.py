@@ -38,7 +38,7 @@ from .guard import guarded
 from .runs import RunLedger
 from .shared_pool import Decided, SharedPool
 from .tries import Copies, Metrics, Recovery, Try, WaitingTry, WorkerOperations, now_is
-from .unheard import UnheardEnds
+from .unheard import UnheardEnds, in_database
 
 
 class AdmissionGate:
@@ -266,9 +266,7 @@ class AdmissionGate:
         their (state, try number) in Airflow's database. Each try comes with the note its grant row gets: None
         for the plain end of its run (a done state), what happened otherwise (another try, deleted)."""
         ended: list[tuple[Hashable, str | None]] = []
-        for key, bulk_id in self.granted.items():
-            ti_id, try_number = try_of(bulk_id)
-            state, now_try = states.get(ti_id, (None, None))
+        for key, try_number, state, now_try in in_database(self.granted, states):
             if now_try == try_number and state in done_states:
                 ended.append((key, None))
             elif now_try != try_number:

@@ -5,7 +5,7 @@ Queued task instances are not started when Airflow hands them over: each becomes
 for one slot) and starts only when the whole bulk is granted, oldest first across all DAG runs. A bulk
 the cluster can never satisfy fails its task instance at once, with the pool's message written to the
 task log. When a task ends, its slots go back to the pool and the next bulks start: as soon as Airflow's
-database shows it done (`_release_done`, as an Airflow pool frees slots when the state is written), or when
+database shows it done (`_check_granted`, as an Airflow pool frees slots when the state is written), or when
 its worker reports the end, whichever comes first.
 
 Airflow facts this relies on (3.3, measured): held workloads stay QUEUED in the database (so pools,
@@ -52,8 +52,7 @@ from .workers import AirflowOperations, LocalWorkers
 
 IDLE_CHECK_INTERVAL_S = 5.0  # how often hosts are checked against [regionflow] slot_idle_timeout
 HELD_CHECK_INTERVAL_S = 2.0  # how often waiting task instances are checked against Airflow's database
-GRANTED_CHECK_INTERVAL_S = 10.0  # how often granted task instances are checked for ends no worker reported
-ENDED_CHECK_INTERVAL_S = 0.5  # how often granted task instances are checked for a done state in Airflow's database
+GRANTED_CHECK_INTERVAL_S = 0.5  # how often granted task instances are checked against Airflow's database
 UNHEARD_END_GRACE_S = 120.0  # a try ended in Airflow's database this long without a worker's report: released
 
 
@@ -77,7 +76,6 @@ class RegionExecutor(LocalExecutor):
         self.clock, self.task_states = parts.clock, parts.task_states
         self._held_check = Every(HELD_CHECK_INTERVAL_S)
         self._granted_check = Every(GRANTED_CHECK_INTERVAL_S)
-        self._ended_check = Every(ENDED_CHECK_INTERVAL_S)
         self._idle_check = Every(IDLE_CHECK_INTERVAL_S)
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -228,7 +226,6 @@ class RegionExecutor(LocalExecutor):
                            ("starting an elastic region with fewer slots",
                             lambda: self.gate.start_elastic(self.rf_config.elastic_wait, self.clock())),
                            ("checking waiting task instances", self._check_held),
-                           ("releasing the slots of tries done in Airflow's database", self._release_done),
                            ("renewing the queued time of waiting task instances", self._renew_queued_times),
                            ("checking granted task instances", self._check_granted),
                            ("stopping idle Spark Connect servers", self._stop_idle_servers),
@@ -259,27 +256,24 @@ class RegionExecutor(LocalExecutor):
         """Keep Airflow's stuck-in-queued check off the tries that wait for slots (`QueuedStamps`)."""
         self.queued_stamps.tick(held.attempt.ti_id for held in self.gate.held.values())
 
-    def _release_done(self) -> None:
-        """Give back the slots of tries whose task instance is done in Airflow's database (success, failed, up
-        for retry, ...; `AdmissionGate.ended_in_database`) without waiting for the worker's report: that comes
-        once the task process has exited, which takes up to seconds after the state is written (measured in
-        the morning benchmark: 0.5 s median, 2.6 s at most), while an Airflow pool frees its slots when the
-        state is written. Spark work the try left running is stopped first, as for any ended try."""
-        if not self.gate.granted or not self._ended_check.due(self.clock()):
+    def _check_granted(self) -> None:
+        """Give back the slots of granted tries that ended in Airflow's database, from one read of their states:
+
+        - done for good (success, failed, up for retry, another try, deleted; `AdmissionGate.ended_in_database`):
+          at once, without waiting for the worker's report, which comes once the task process has exited, up to
+          seconds after the state is written (the morning benchmark measured 0.5 s median, 2.6 s at most),
+          while an Airflow pool frees its slots when the state is written;
+        - ended otherwise (deferred, up for reschedule) with no worker's report for `UNHEARD_END_GRACE_S`
+          (`AdmissionGate.unheard_ends`: LocalExecutor loses the report of a worker process that dies).
+
+        Spark work a try left running is stopped first, as for any ended try."""
+        now = self.clock()
+        if not self.gate.granted or not self._granted_check.due(now):
             return
         states = self.task_states(self.gate.granted_ti_ids())
         for key, note in self.gate.ended_in_database(states, DONE_STATES):
             guarded(self.log, f"settling what {key} left running", self.leftovers.settle, self.gate.granted[key])
             self.gate.end_early(key, note)
-
-    def _check_granted(self) -> None:
-        """Release the slots of tries that ended in Airflow's database but whose end no worker reported
-        (`AdmissionGate.unheard_ends`: LocalExecutor loses the report of a worker process that dies),
-        after stopping the Spark work they left running, as for any ended try."""
-        now = self.clock()
-        if not self.gate.granted or not self._granted_check.due(now):
-            return
-        states = self.task_states(self.gate.granted_ti_ids())
         for key, now_is in self.gate.unheard_ends(states, STILL_LIVE, now, UNHEARD_END_GRACE_S):
             guarded(self.log, f"settling what {key} left running", self.leftovers.settle, self.gate.granted[key])
             self.running.discard(key)

@@ -8,11 +8,22 @@ that have looked ended for a grace period without the report, for the gate to en
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from typing import Any
 
 from ..store import try_of
 from .tries import now_is
+
+
+def in_database(granted: Mapping[Hashable, str], states: Mapping[str, tuple[Any, int | None]]
+                ) -> Iterator[tuple[Hashable, int, Any, int | None]]:
+    """Each of the `granted` tries (try key -> bulk id) with its own try number and what Airflow's database
+    says of its task instance, (state, try number); (None, None) when it is gone. `states` maps task
+    instance ids to their (state, try number)."""
+    for key, bulk_id in granted.items():
+        ti_id, try_number = try_of(bulk_id)
+        state, now_try = states.get(ti_id, (None, None))
+        yield key, try_number, state, now_try
 
 
 class UnheardEnds:
@@ -30,9 +41,7 @@ class UnheardEnds:
         A granted try has ended there when its task instance is gone, is at another try, or is in none of
         `live_states` (queued, running)."""
         found = []
-        for key, bulk_id in granted.items():
-            ti_id, try_number = try_of(bulk_id)
-            state, now_try = states.get(ti_id, (None, None))
+        for key, try_number, state, now_try in in_database(granted, states):
             if now_try == try_number and state in live_states:
                 self._since.pop(key, None)
                 continue
@@ -47,4 +56,4 @@ class UnheardEnds:
         self._since.pop(key, None)
 
 
-__all__ = ["UnheardEnds"]
+__all__ = ["UnheardEnds", "in_database"]
