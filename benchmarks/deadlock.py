@@ -202,12 +202,14 @@ def _setup(name: str, root: str, timeout: int) -> dict:
 
 def _deadlock(tasks: dict, setup: str) -> tuple[bool, str]:
     """Whether both producers held their slots at once while no consumer ran (setup 1), and why, in words."""
-    if setup != "airflow":
-        spans = {dag_id: (_at(t["produce"]["start_date"]), _at(t["produce"]["end_date"]))
-                 for dag_id, t in tasks.items() if t.get("produce", {}).get("start_date")}
-        overlap = len(spans) == 2 and max(s for s, _ in spans.values()) < min(e for _, e in spans.values())
-        return False, ("the two regions ran one after the other (each bulk of 4 slots granted whole)" if not overlap
-                       else "the two regions overlapped")
+    if setup != "airflow":  # each run is one region task (produce__consume) holding 4 slots
+        spans = [(_at(ti["start_date"]), _at(ti["end_date"])) for run in tasks.values() for ti in run.values()
+                 if ti.get("start_date") and ti.get("end_date")]
+        if len(spans) != 2:
+            return False, f"expected one region task per run, found {len(spans)} that ran"
+        overlap = max(start for start, _ in spans) < min(end for _, end in spans)
+        return False, ("the two regions overlapped" if overlap
+                       else "the two regions ran one after the other (each bulk of 4 slots granted whole)")
     producers = [(_at(t["produce"]["start_date"]), _at(t["produce"]["end_date"]) or time.time())
                  for t in tasks.values() if t.get("produce", {}).get("start_date")]
     consumers = [_at(t["consume"].get("start_date")) for t in tasks.values() if "consume" in t]

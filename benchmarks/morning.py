@@ -36,8 +36,9 @@ prints one JSON document on stdout; progress goes to stderr. Targets (issue 47):
 setup 1. Where the time went, per setup and repeat (``occupancy``): the slot-seconds spent in running task
 instances (weighted by their pool_slots, or their grant's slots) as a share of makespan x slots, and under
 regionflow the slot-seconds its grants held (grant to release) and the median wait for a grant. The picture
-(`rfbench.morning_plot`, matplotlib): busy slots over time per setup and the run latencies. Not here yet:
-setup 2, the deadlock scenario, the overhead figures.
+(`rfbench.morning_plot`, matplotlib): busy slots over time per setup (its first repeat) and the run latencies.
+Siblings: the deadlock scenario is ``benchmarks/deadlock.py``, the overhead figures ``benchmarks/blocking_floor.py``
+(over the staged floor) and ``benchmarks/airflow_executor.py --only throughput`` (Airflow's scheduling).
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ from regionflow.testing import EmbeddedAirflow
 from regionflow.testing.errors import WaitTimeout
 from rfbench import morning_dags, morning_plot, tpch_data
 
-# setup name -> its number in issue 47 (setup 2, a submission per task, is not built yet)
+# setup name -> its number in issue 47
 SETUPS = {"airflow": 1, "airflow_submit": 2, "regionflow_blocking": 3, "regionflow": 3}
 QUICK_SETUPS = ("airflow", "regionflow_blocking", "regionflow")  # setup 2 starts a JVM per task: --full only
 BASELINE = "airflow"
@@ -220,7 +221,7 @@ def _trigger_and_wait(stack: EmbeddedAirflow, setup: str, repeat: int, runs, sf:
     applications = len(spans) if setup == "airflow_submit" else 0
     return {"makespan_s": round(makespan, 2), "runs": results, "intervals": spans,
             "spark_applications_started": applications,
-            "occupancy": occupancy(spans, grants, makespan, slots)}
+            "occupancy": occupancy(spans, makespan, slots)}
 
 
 def task_spans(tasks: dict, grants: list | None, zero: float) -> list[dict]:
@@ -245,18 +246,19 @@ def task_spans(tasks: dict, grants: list | None, zero: float) -> list[dict]:
     return spans
 
 
-def occupancy(spans: list[dict], grants: list | None, makespan: float, slots: int) -> dict:
+def occupancy(spans: list[dict], makespan: float, slots: int) -> dict:
     """Where the cluster's slot-seconds (makespan x slots) went: ``running`` in task instances (start to end,
     times the task's slots); under regionflow also ``held``, from a grant to its release (the task's process
     start and end, and the executor noticing it), and the median wait for a grant."""
     capacity = makespan * slots
     running = sum((span["end_s"] - span["start_s"]) * span["slots"] for span in spans)
     figures = {"running_slot_s": round(running, 1), "running_share": round(running / capacity, 3) if capacity else None}
-    if grants is not None:
-        held = sum((span["released_s"] - span["granted_s"]) * span["slots"] for span in spans if "granted_s" in span)
-        waits = [span["granted_s"] - span["submitted_s"] for span in spans if "granted_s" in span]
+    granted = [span for span in spans if "granted_s" in span]  # regionflow's: the tasks' grants
+    if granted:
+        held = sum((span["released_s"] - span["granted_s"]) * span["slots"] for span in granted)
+        waits = [span["granted_s"] - span["submitted_s"] for span in granted]
         figures.update({"held_slot_s": round(held, 1), "held_share": round(held / capacity, 3) if capacity else None,
-                        "grant_wait_median_s": round(statistics.median(waits), 2) if waits else None})
+                        "grant_wait_median_s": round(statistics.median(waits), 2)})
     return figures
 
 

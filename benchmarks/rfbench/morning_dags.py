@@ -65,10 +65,10 @@ FULL_RUNS: list[tuple[str, str | None]] = QUICK_RUNS + [
     ("morning_q18", None), ("morning_q3", None),
 ]
 
-_PRELUDE = '''
+# what every setup's program needs: the DAGs' jobs, and (setups 1 and 2) one vertex run on a SparkSession
+_JOBS = '''
+import os
 from datetime import datetime
-
-from airflow.sdk import DAG
 
 from regionflow.examples import orders, tpch
 
@@ -81,6 +81,37 @@ def job(dag_id, sink):
     if name == "orders":
         return orders.daily_job(sink=sink)
     return tpch.build_job(int(name[1:]), parallelism, sink=sink, name=dag_id)
+
+
+class VertexContext:
+    """What the example functions ask of their `ctx`: the run's values, and the whole input (one task)."""
+
+    def __init__(self, vertex, parallelism, logical_date, params=None):
+        self.vertex, self.parallelism, self.logical_date = vertex, parallelism, logical_date
+        self.params = dict(params or {{}})
+        self.whole = True
+
+    def range(self, spark, total):
+        return spark.range(0, total, numPartitions=self.parallelism)
+
+    def share(self, frame, *columns):
+        return frame
+
+
+def run_vertex_on(spark, dag_id, run_id, vertex, upstream, parallelism, logical_date, params=None):
+    """One vertex of a run as a task per vertex runs it: its upstream vertices' Parquet in, its output as Parquet
+    (the sink's under sinks/, the others' under the run's work dir of $MORNING_DATA_DIR)."""
+    data = os.environ["MORNING_DATA_DIR"]
+    run_dir = os.path.join(data, "work", dag_id, run_id)
+    spec = job(dag_id, "unused").vertices[vertex]
+    inputs = {{name: spark.read.parquet(os.path.join(run_dir, name)) for name in upstream}}
+    frame = spec.resolve_fn()(spark, inputs, VertexContext(vertex, parallelism, logical_date, params))
+    path = os.path.join(data, "sinks", dag_id, run_id) if spec.sink is not None else os.path.join(run_dir, vertex)
+    frame.write.mode("overwrite").parquet(path)
+'''
+
+_PRELUDE = _JOBS + '''
+from airflow.sdk import DAG
 
 
 def task_per_vertex(task_for):
@@ -98,29 +129,12 @@ def task_per_vertex(task_for):
 '''
 
 AIRFLOW_DAGS = '''"""Setup 1 of benchmarks/morning.py: Airflow today, on a shared long-lived Spark Connect server."""
-import os
 from urllib.parse import unquote
 
 from airflow.providers.standard.operators.python import PythonOperator
 ''' + _PRELUDE + '''
 CONN_ID = "spark_morning"
 POOL = "spark"
-
-
-class VertexContext:
-    """What the example functions ask of their `ctx`: the run's values, and the whole input (one task)."""
-
-    def __init__(self, vertex, parallelism, context):
-        self.vertex, self.parallelism = vertex, parallelism
-        self.logical_date = context.get("logical_date")
-        self.params = dict(context.get("params") or {{}})
-        self.whole = True
-
-    def range(self, spark, total):
-        return spark.range(0, total, numPartitions=self.parallelism)
-
-    def share(self, frame, *columns):
-        return frame
 
 
 def spark_session(parallelism):
@@ -137,17 +151,10 @@ def spark_session(parallelism):
 
 
 def run_vertex(vertex, upstream, parallelism, **context):
-    dag_id, run_id = context["dag"].dag_id, context["run_id"]
-    data = os.environ["MORNING_DATA_DIR"]
-    run_dir = os.path.join(data, "work", dag_id, run_id)
-    graph = job(dag_id, "unused")
     spark = spark_session(parallelism)
     try:
-        inputs = {{name: spark.read.parquet(os.path.join(run_dir, name)) for name in upstream}}
-        frame = graph.vertices[vertex].resolve_fn()(spark, inputs, VertexContext(vertex, parallelism, context))
-        sink = graph.vertices[vertex].sink is not None
-        path = os.path.join(data, "sinks", dag_id, run_id) if sink else os.path.join(run_dir, vertex)
-        frame.write.mode("overwrite").parquet(path)
+        run_vertex_on(spark, context["dag"].dag_id, context["run_id"], vertex, upstream, parallelism,
+                      context.get("logical_date"), context.get("params"))
     finally:
         spark.stop()
 
@@ -158,13 +165,10 @@ task_per_vertex(lambda dag_id, name, vertex, upstream: PythonOperator(
 '''
 
 SUBMIT_DAGS = '''"""Setup 2 of benchmarks/morning.py: Airflow today, one Spark submission per task."""
-import os
-
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 ''' + _PRELUDE + '''
 POOL = "spark"
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "morning_vertex.py")
-
 
 
 def submit_task(dag_id, name, vertex, upstream):
@@ -182,44 +186,16 @@ task_per_vertex(submit_task)
 
 # the program each setup-2 task submits: one vertex, classic PySpark, Parquet in and out as in setup 1
 VERTEX_RUNNER = '''"""One vertex of a morning DAG as a Spark application (setup 2 of benchmarks/morning.py)."""
-import os
 import sys
-from datetime import datetime
 
 from pyspark.sql import SparkSession
-
-from regionflow.examples import orders, tpch
-
-DAGS = {dags!r}
-
-
-class VertexContext:
-    def __init__(self, vertex, parallelism, logical_date):
-        self.vertex, self.parallelism, self.logical_date = vertex, parallelism, logical_date
-        self.params = {{}}
-        self.whole = True
-
-    def range(self, spark, total):
-        return spark.range(0, total, numPartitions=self.parallelism)
-
-    def share(self, frame, *columns):
-        return frame
-
+''' + _JOBS + '''
 
 def main(dag_id, vertex, run_id, upstream, parallelism, logical_date):
-    name, job_parallelism = DAGS[dag_id]
-    graph = (orders.daily_job(sink="unused") if name == "orders"
-             else tpch.build_job(int(name[1:]), job_parallelism, sink="unused", name=dag_id))
-    data = os.environ["MORNING_DATA_DIR"]
-    run_dir = os.path.join(data, "work", dag_id, run_id)
-    day = None if logical_date == "-" else datetime.fromisoformat(logical_date)
     spark = SparkSession.builder.getOrCreate()
     try:
-        inputs = {{src: spark.read.parquet(os.path.join(run_dir, src)) for src in upstream.split(",") if src != "-"}}
-        frame = graph.vertices[vertex].resolve_fn()(spark, inputs, VertexContext(vertex, int(parallelism), day))
-        sink = graph.vertices[vertex].sink is not None
-        path = os.path.join(data, "sinks", dag_id, run_id) if sink else os.path.join(run_dir, vertex)
-        frame.write.mode("overwrite").parquet(path)
+        run_vertex_on(spark, dag_id, run_id, vertex, [name for name in upstream.split(",") if name != "-"],
+                      int(parallelism), None if logical_date == "-" else datetime.fromisoformat(logical_date))
     finally:
         spark.stop()
 

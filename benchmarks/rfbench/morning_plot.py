@@ -50,8 +50,7 @@ def draw(path: str, intervals: Mapping[str, Sequence[Sequence[Mapping]]], figure
     setups = [name for name in intervals if intervals[name]]
     if not setups:
         return None
-    horizon = max(span["end_s"] for name in setups for span in intervals[name][0]) if any(
-        intervals[name][0] for name in setups) else 1.0
+    horizon = max((span["end_s"] for name in setups for span in intervals[name][0]), default=1.0)
     figure, axes = plt.subplots(len(setups) + 1, 1, figsize=(10, 2.1 * len(setups) + 3.2),
                                 gridspec_kw={"height_ratios": [1.0] * len(setups) + [1.4]})
     for axis, name in zip(axes, setups, strict=False):
