@@ -35,17 +35,21 @@ venv: $(STAMP)
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
-# Re-install only when setup.py or constraints.txt changed (or the venv is new). constraints.txt pins every
+# Re-install only when pyproject.toml or constraints.txt changed (or the venv is new). constraints.txt pins every
 # package to the versions the suite was last run with: one candidate each, no backtracking. pip installs
 # uv (pinned there too), uv installs the rest: 66 s against pip's 150 s for the same 177 packages in a
 # clean clone here on a quiet day (parallel downloads and unpacking; most of what is left is building
 # pyspark's 450 MB wheel from its sdist).
-$(STAMP): setup.py constraints.txt | $(VPY)
+# The editable install's build leaves provider/*.egg-info behind; provider/ is on sys.path then, and that
+# second copy of the metadata makes Airflow load the plugin and the provider twice: it goes (the
+# dist-info in the venv is the metadata).
+$(STAMP): pyproject.toml constraints.txt | $(VPY)
 	$(VPY) -m pip install --disable-pip-version-check --no-compile -q -c constraints.txt uv
 	$(VENV)/bin/uv pip install --python $(VPY) --no-progress -c constraints.txt -e '.[test]'
+	rm -rf provider/*.egg-info
 	touch $@
 
-# After a change to setup.py's requirements: resolve them afresh in a scratch venv and pin the result.
+# After a change to pyproject.toml's requirements: resolve them afresh in a scratch venv and pin the result.
 constraints:
 	rm -rf build/constraints-venv
 	$(PYTHON) -m venv build/constraints-venv

@@ -1,4 +1,4 @@
-"""Install smoke test: guards the pyspark / pyspark-client pin in setup.py.
+"""Install smoke test: guards the pyspark / pyspark-client pin in pyproject.toml.
 
 apache-airflow-providers-apache-spark depends on ``pyspark-client``, which
 installs its own copy of the ``pyspark`` Python package on top of pyspark's.
@@ -43,7 +43,7 @@ def test_pyspark_python_matches_jars_and_dists():
     jar_version = _jar_spark_version()
     assert pyspark.__version__ == jar_version, (
         f"pyspark Python files are {pyspark.__version__} but jars are {jar_version}: "
-        "pyspark-client overwrote pyspark with another version; pin both equal in setup.py"
+        "pyspark-client overwrote pyspark with another version; pin both equal in pyproject.toml"
     )
     assert md.version("pyspark") == jar_version
     assert md.version("pyspark-client") == jar_version
@@ -72,7 +72,7 @@ def test_venv_spark_submit_version():
 
 
 def test_every_installed_distribution_is_pinned_in_constraints_txt():
-    """`make` installs with ``-c constraints.txt``; a requirement added to setup.py without re-pinning
+    """`make` installs with ``-c constraints.txt``; a requirement added to pyproject.toml without re-pinning
     (``make constraints``) would be resolved unpinned and pip could backtrack again."""
     root = Path(__file__).resolve().parent.parent
     pins = {}

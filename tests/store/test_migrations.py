@@ -145,6 +145,7 @@ def test_the_sql_of_an_upgrade_can_be_printed_without_a_database(capsys):
 
 
 def test_the_migrations_ship_in_the_package():
-    """setup.py's find_packages takes every folder with an __init__.py, and the .py files in it."""
+    """pyproject.toml's package finder (setuptools' find_packages) takes every folder with an __init__.py,
+    and the .py files in it."""
     packages = find_packages("provider")
     assert {"regionflow.store.migrations", "regionflow.store.migrations.versions"} <= set(packages)
