@@ -54,7 +54,7 @@ EXPECTED = {"airflow.regionflow.pool.slots_free:2|g", "airflow.regionflow.pool.s
             "airflow.regionflow.pool.host_slots_free.a:1|g", "airflow.regionflow.pool.host_slots_used.a:1|g",
             "airflow.regionflow.pool.host_slots_free.b:1|g", "airflow.regionflow.pool.host_slots_used.b:0|g",
             "airflow.regionflow.pool.queue_length:0|g", "airflow.regionflow.pool.blocklisted_hosts:1|g",
-            "airflow.regionflow.pool.grants:1|c", "airflow.regionflow.pool.queue_wait_seconds:2500.000000|ms",
+            "airflow.regionflow.pool.grants:1|c", "airflow.regionflow.pool.queue_wait:2500.000000|ms",
             "airflow.regionflow.pool.rejections:1|c", "airflow.regionflow.pool.starving_runs:2|g",
             "airflow.regionflow.pool.resource_notices:1|c"}
 TAGGED = {"airflow.regionflow.pool.host_slots_free,host=a:1|g", "airflow.regionflow.pool.host_slots_used,host=a:1|g",

@@ -20,14 +20,30 @@ def transform(dag, mode=None, max_shards=None, config=None, executor=None, specu
                       speculation=speculation, speculation_config=speculation_config)
 
 
+INTEGRATION = "regionflow"
+# The Airflow connection types regionflow uses, all of them the Spark provider's: `spark` (the submit backend's
+# SparkSubmitHook, `[regionflow] spark_conn_id`) and `spark_connect` (a host's `conn_id` on the session backend).
+# They are not listed under "connection-types": that would register the Spark provider's hooks a second time.
+CONNECTION_TYPES_USED = ("spark", "spark_connect")
+
+
 def get_provider_info() -> dict:
-    """Provider metadata read by Airflow's ProvidersManager (entry point `apache_airflow_provider`)."""
+    """Provider metadata read by Airflow's ProvidersManager (entry point `apache_airflow_provider`): what the
+    provider brings, in Airflow's provider.yaml schema. The UI plugin is registered here only, as Airflow's
+    own providers do (an `airflow.plugins` entry point as well would load it twice)."""
+    modules = {"operators": ["regionflow.operators.vertex", "regionflow.operators.region"],
+               "sensors": ["regionflow.sensors.speculation"], "triggers": ["regionflow.triggers.inputs"]}
     return {
         "package-name": PACKAGE_NAME,
         "name": "regionflow",
         "description": "Flink's pipelined-region batch scheduler for Airflow + Spark: regions as Spark "
-                       "submissions, a FIFO bulk slot pool, speculative execution.",
+                       "submissions, a FIFO bulk slot pool, speculative execution. Uses the Spark provider's "
+                       f"connection types: {', '.join(CONNECTION_TYPES_USED)}.",
         "versions": [__version__],
+        "integrations": [{"integration-name": INTEGRATION, "external-doc-url": "docs/",
+                          "tags": ["apache", "spark", "scheduler"]}],
+        **{kind: [{"integration-name": INTEGRATION, "python-modules": names}] for kind, names in modules.items()},
+        "plugins": [{"name": "regionflow", "plugin-class": "regionflow.ui.plugin.RegionflowPlugin"}],
         "executors": ["regionflow.executors.RegionExecutor"],
         "config": _config_metadata(),
         "cli": ["regionflow.cli.airflow.get_cli_commands"],

@@ -90,8 +90,9 @@ OPTIONS: tuple[Option, ...] = (
            "executor logs a not-enough-resources notice.", "float", "300", "300", minimum=0),
     Option("spark_conf", "JSON object of Spark conf passed to every region submission.", "string",
            '{"spark.sql.adaptive.enabled": "true"}', "{}"),
-    Option("speculation", "Default of regionflow.transform(speculation=): on or off. A DAG's transform() "
-           "argument and a vertex's SparkVertexOperator(speculation=) override it.", "string", "on", "off"),
+    Option("speculation", "Default of regionflow.transform(speculation=): True or False (on/off also read). A DAG's "
+           "transform() argument and a vertex's SparkVertexOperator(speculation=) override it.", "boolean", "True",
+           "False"),
     Option("speculation_quantile", "Fraction of a region task's shards that must have finished before any "
            "attempt is called slow; in (0, 1].", "float", "0.5", "0.75"),
     Option("speculation_multiplier", "An attempt is slow once it has run this many times the median running "
@@ -104,7 +105,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("speculation_max_attempts", "At most this many concurrent attempts per shard (the original and "
            "its copies); at least 2.", "integer", "3", "2"),
     Option("speculation_weight_by_input", "Compare running times per input byte when the shards' inputs "
-           "differ in size: on or off.", "string", "off", "on"),
+           "differ in size: True or False (on/off also read).", "boolean", "False", "True"),
     Option("spark_conn_id", "Airflow connection used by SparkSubmitHook; empty: one managed connection per host "
            "master.", "string", "spark_default", ""),
     Option("backend", "How region tasks and speculative copies run an attempt: 'session' (a client session on "

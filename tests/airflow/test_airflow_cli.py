@@ -1,4 +1,5 @@
-"""``airflow regionflow status | plan DAG_ID | hosts``, run as the real ``airflow`` command line.
+"""``airflow regionflow status | plan DAG_ID | hosts | gc | session``, run as the real ``airflow`` command line,
+with Airflow's ``-o/--output``.
 
 One Airflow home for the module (a freshly migrated SQLite database, `EmbeddedAirflow`'s airflow.cfg with the
 RegionExecutor, ``[regionflow] hosts`` and a store of its own; no component of a shared stack runs).
@@ -141,8 +142,42 @@ def test_plan_prints_what_regionflow_plan_prints_for_the_dag(home):
     dag_file = os.path.join(home.dags_folder, f"{DAG_ID}.py")
     assert out == succeeded(run(home, "regionflow", "plan", dag_file, "--dag-id", DAG_ID))
     blocking = json.loads(succeeded(run(home, "airflow", "regionflow", "plan", DAG_ID, "--mode", "all-blocking",
-                                        "--format", "json")))
+                                        "-o", "json")))
     assert blocking["mode"] == "all-blocking" and blocking["job"] == DAG_ID
+    import yaml
+
+    as_yaml = succeeded(run(home, "airflow", "regionflow", "plan", DAG_ID, "--mode", "all-blocking", "-o", "yaml"))
+    assert yaml.safe_load(as_yaml) == blocking
+
+
+def test_gc_removes_what_a_finished_run_left_and_never_a_running_runs(home):
+    """[regionflow] data_dir (the default: AIRFLOW_HOME/regionflow-data) and store_url from airflow.cfg."""
+    from regionflow.spark.data.store import ATTEMPTS, run_key_for
+
+    data_dir = os.path.join(home.home, "regionflow-data")
+    store = RegionflowStore(home.regionflow_options["store_url"])
+    store.record_waiting("gc1", dag_id=DAG_ID, run_id="running", task_id="orders__clean__enrich", try_number=1,
+                         label="orders+clean+enrich[0]", requests=[{}], map_index=0)
+    planted = {run: os.path.join(data_dir, run_key_for(DAG_ID, run), ATTEMPTS, "u0", "try1-x")
+               for run in ("finished", "running")}
+    for path in planted.values():
+        os.makedirs(path)
+        with open(os.path.join(path, "part-0"), "wb") as handle:
+            handle.write(b"x" * 10)
+    listed = json.loads(succeeded(run(home, "airflow", "regionflow", "gc", "--dry-run", "-o", "json")))
+    assert [(item["path"], item["bytes"]) for item in listed["would_remove"]] == [(planted["finished"], 10)]
+    assert os.path.isdir(planted["finished"])
+    out = succeeded(run(home, "airflow", "regionflow", "gc"))
+    assert out.splitlines()[-1] == "removed 1 dir(s), 10 bytes"
+    assert not os.path.exists(planted["finished"]) and os.path.isdir(planted["running"])
+
+
+def test_session_status_and_stop_of_servers_that_never_started(home):
+    done = run(home, "airflow", "regionflow", "session", "status", "-o", "json")
+    assert done.returncode == 1, done.stderr[-3000:]  # not every server is up
+    assert [(server["host"], server["state"]) for server in json.loads(done.stdout)] == [("a", "down"), ("b", "down")]
+    out = succeeded(run(home, "airflow", "regionflow", "session", "stop", "--host", "b"))
+    assert out.splitlines()[0] == "stopped: none was running" and out.splitlines()[1].startswith("b: down at ")
 
 
 def test_plan_finds_the_dag_file_the_metadata_database_knows(home, tmp_path):

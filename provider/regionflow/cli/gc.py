@@ -103,21 +103,33 @@ def run_gc(args: argparse.Namespace) -> int:
         raise SpecError(f"regionflow gc needs --data-dir (or ${DATA_DIR_VARIABLE})")
     older_than = args.older_than if args.older_than is not None else \
         float(os.environ.get(RETENTION_VARIABLE, "").strip() or 0)
+    document = gc_document(data_dir, args.store_url or os.environ.get(STORE_URL_VARIABLE) or None, older_than,
+                           args.dry_run)
+    if args.format == "json":
+        print_document(json.dumps(document, indent=2))
+    else:
+        print(gc_text(document))
+    return 0
+
+
+def gc_document(data_dir: str, store_url: str | None, older_than: float, dry_run: bool) -> dict[str, Any]:
+    """Collect (and unless `dry_run` remove) what finished runs of `data_dir` left; what was found, as the
+    JSON document both CLIs print."""
     if older_than < 0:
         raise SpecError(f"--older-than is {older_than:g}; give 0 or more seconds")
-    found = collect(data_dir, running_runs(args.store_url or os.environ.get(STORE_URL_VARIABLE) or None), older_than)
-    freed = 0 if args.dry_run else remove(found)
-    if args.format == "json":
-        print_document(json.dumps({"dry_run": args.dry_run, "bytes": sum(g.bytes for g in found), "freed": freed,
-                          "removed" if not args.dry_run else "would_remove":
-                              [{"run": g.run, "kind": g.kind, "path": g.path, "bytes": g.bytes} for g in found]},
-                         indent=2))
-        return 0
-    verb = "would remove" if args.dry_run else "removed"
-    for item in found:
-        print(f"{verb} {item.kind:<10} {item.bytes:>12} B  {item.path}")
-    print(f"{verb} {len(found)} dir(s), {sum(g.bytes for g in found)} bytes")
-    return 0
+    found = collect(data_dir, running_runs(store_url), older_than)
+    freed = 0 if dry_run else remove(found)
+    return {"dry_run": dry_run, "bytes": sum(g.bytes for g in found), "freed": freed,
+            "removed" if not dry_run else "would_remove":
+                [{"run": g.run, "kind": g.kind, "path": g.path, "bytes": g.bytes} for g in found]}
+
+
+def gc_text(document: dict[str, Any]) -> str:
+    """`gc_document` as lines: a directory per line, then the total."""
+    verb = "would remove" if document["dry_run"] else "removed"
+    found = document["would_remove" if document["dry_run"] else "removed"]
+    lines = [f"{verb} {item['kind']:<10} {item['bytes']:>12} B  {item['path']}" for item in found]
+    return "\n".join(lines + [f"{verb} {len(found)} dir(s), {document['bytes']} bytes"])
 
 
 def _is_run_dir(path: str) -> bool:
@@ -149,4 +161,4 @@ def _newest_change(path: str) -> float:
     return newest
 
 
-__all__ = ["Garbage", "collect", "register", "remove", "run_gc", "running_runs"]
+__all__ = ["Garbage", "collect", "gc_document", "gc_text", "register", "remove", "run_gc", "running_runs"]

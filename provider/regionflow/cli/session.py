@@ -46,24 +46,43 @@ def run_session(args: argparse.Namespace) -> int:
     cluster = cluster_from_args(args)
     address = bind_address_from_args(args, cluster) if args.action == "start" else "127.0.0.1"
     servers = SessionServers(cluster, args.state_dir or default_state_dir(), args.base_port, bind_address=address)
-    if args.action == "start":
-        statuses = servers.start(args.host, timeout=args.timeout)
-    elif args.action == "stop":
-        stopped = servers.stop(args.host)
-        statuses = servers.status(args.host)
-        if args.format == "text":
-            print(f"stopped: {', '.join(stopped) or 'none was running'}")
-    else:
-        statuses = servers.checked_status(args.host)
+    document = session_document(servers, args.action, args.host, getattr(args, "timeout", DEFAULT_START_TIMEOUT_S))
     if args.format == "json":
-        print_document(json.dumps([vars(status) for status in statuses], indent=2))
+        print_document(json.dumps(document["servers"], indent=2))
     else:
-        for status in statuses:
-            detail = status.cause or (f"pid {status.pid}" if status.pid else "")
-            print(f"{status.host}: {status.state} at {status.url} ({detail})")
-    if args.action == "status" and not all(status.up for status in statuses):
+        print(session_text(document))
+    return session_exit(document)
+
+
+def session_document(servers: SessionServers, action: str, hosts: list[str] | None,
+                     timeout: float = DEFAULT_START_TIMEOUT_S) -> dict[str, Any]:
+    """Carry out `action` (start, stop, status) on the servers of `hosts` (None: every host): their states
+    afterwards (``servers``) and, for stop, which were running (``stopped``)."""
+    stopped = None
+    if action == "start":
+        statuses = servers.start(hosts, timeout=timeout)
+    elif action == "stop":
+        stopped = servers.stop(hosts)
+        statuses = servers.status(hosts)
+    else:
+        statuses = servers.checked_status(hosts)
+    return {"action": action, "servers": [vars(status) for status in statuses], "stopped": stopped}
+
+
+def session_text(document: dict[str, Any]) -> str:
+    """`session_document` as lines: what was stopped, then a line per server."""
+    lines = [] if document["stopped"] is None else [f"stopped: {', '.join(document['stopped']) or 'none was running'}"]
+    for status in document["servers"]:
+        detail = status["cause"] or (f"pid {status['pid']}" if status["pid"] else "")
+        lines.append(f"{status['host']}: {status['state']} at {status['url']} ({detail})")
+    return "\n".join(lines)
+
+
+def session_exit(document: dict[str, Any]) -> int:
+    """`status` exits 1 when some server is not up; the other actions 0."""
+    if document["action"] == "status" and not all(status["state"] == "up" for status in document["servers"]):
         return EXIT_DOWN
     return 0
 
 
-__all__ = ["register", "run_session"]
+__all__ = ["register", "run_session", "session_document", "session_exit", "session_text"]

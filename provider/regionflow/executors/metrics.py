@@ -10,7 +10,8 @@
   not-enough-resources notice, counted each time one is told: once per run and per change of what it
   waits for);
 - gauge ``regionflow.pool.starving_runs``: DAG runs waiting past ``resource_wait_timeout`` now;
-- timer: ``regionflow.pool.queue_wait_seconds`` (a grant's wait in the FIFO queue).
+- timer: ``regionflow.pool.queue_wait`` (a grant's wait in the FIFO queue; StatsD sends it in milliseconds,
+  as Airflow's own timers).
 
 The speculation sensor keeps its six ``regionflow.speculation.*`` figures.
 """
@@ -62,7 +63,7 @@ class PoolMetrics:
         """A bulk got its slots after `waited_s` seconds in the queue."""
         self.stats.incr(PREFIX + "grants")
         if waited_s is not None:
-            self.stats.timing(PREFIX + "queue_wait_seconds", timedelta(seconds=max(0.0, waited_s)))
+            self.stats.timing(PREFIX + "queue_wait", timedelta(seconds=max(0.0, waited_s)))
 
     def rejected(self) -> None:
         """A bulk no cluster state can hold was failed at once."""
