@@ -202,7 +202,12 @@ def migrated_airflow_databases(tmp_path_factory):
     from regionflow.testing.migrated_db import MigratedDatabaseCache
     from regionflow.testing.stack import EmbeddedAirflow
 
-    EmbeddedAirflow.migrated_databases = MigratedDatabaseCache(str(tmp_path_factory.mktemp("airflow-databases")))
+    # under pytest-xdist, every worker's base temp sits in one directory of the run: the workers share the cache
+    # (it takes a lock), so the run migrates once, not once per worker
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    directory = (tmp_path_factory.getbasetemp().parent / "airflow-databases" if shared
+                 else tmp_path_factory.mktemp("airflow-databases"))
+    EmbeddedAirflow.migrated_databases = MigratedDatabaseCache(str(directory))
     yield EmbeddedAirflow.migrated_databases
     EmbeddedAirflow.migrated_databases = None
 

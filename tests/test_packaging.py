@@ -35,13 +35,14 @@ def test_the_installed_requirements_are_pyprojects():
 
 def test_every_entry_point_names_an_object_that_loads():
     project = PYPROJECT["project"]
-    targets = dict(project["scripts"])
-    for group in project["entry-points"].values():
-        targets.update(group)
-    assert set(targets) == {"regionflow", "provider_info"}  # the UI plugin comes from the provider info
+    targets = {("console_scripts", name): target for name, target in project["scripts"].items()}
+    targets |= {(group, name): target for group, names in project["entry-points"].items()
+                for name, target in names.items()}
+    assert set(targets) == {("console_scripts", "regionflow"), ("apache_airflow_provider", "provider_info"),
+                            ("airflow.plugins", "regionflow")}
     for name, target in targets.items():
         module, _, attribute = target.partition(":")
-        assert callable(getattr(importlib.import_module(module), attribute)), name
+        assert getattr(importlib.import_module(module), attribute) is not None, name
     info = regionflow.get_provider_info()
     assert info["package-name"] == PYPROJECT["project"]["name"] and info["versions"][0] == regionflow.__version__
 
@@ -64,9 +65,9 @@ def test_no_egg_info_beside_the_sources():
         "remove provider/*.egg-info (a by-product of `pip install -e .`)"
 
 
-def test_airflow_loads_the_ui_plugin_once_through_the_provider_with_no_import_error():
-    """The plugin is listed in get_provider_info() only: an ``airflow.plugins`` entry point too would make
-    Airflow skip the second registration with an import error shown in its UI."""
+def test_airflow_loads_the_ui_plugin_once_with_no_import_error_and_the_provider_info_is_valid():
+    """The plugin comes from the ``airflow.plugins`` entry point only: get_provider_info() does not list it
+    (Airflow loads those only with lazy_discover_providers off, and would then register it twice)."""
     import airflow
     import jsonschema
     from airflow import plugins_manager
@@ -76,7 +77,7 @@ def test_airflow_loads_the_ui_plugin_once_through_the_provider_with_no_import_er
     assert plugins_manager.get_import_errors() == {}
     info = regionflow.get_provider_info()
     jsonschema.validate(info, json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text()))
-    assert info["plugins"] == [{"name": "regionflow", "plugin-class": "regionflow.ui.plugin.RegionflowPlugin"}]
+    assert "plugins" not in info
     for kind in ("operators", "sensors", "triggers"):
         for module in info[kind][0]["python-modules"]:
             importlib.import_module(module)

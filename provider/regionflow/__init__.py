@@ -29,8 +29,10 @@ CONNECTION_TYPES_USED = ("spark", "spark_connect")
 
 def get_provider_info() -> dict:
     """Provider metadata read by Airflow's ProvidersManager (entry point `apache_airflow_provider`): what the
-    provider brings, in Airflow's provider.yaml schema. The UI plugin is registered here only, as Airflow's
-    own providers do (an `airflow.plugins` entry point as well would load it twice)."""
+    provider brings, in Airflow's provider.yaml schema. The UI plugin is not listed: Airflow 3.3 loads a
+    provider's "plugins" only with ``[core] lazy_discover_providers = False`` (not the default), so it is
+    registered through the package's ``airflow.plugins`` entry point, and listing it here as well would
+    register it twice under that setting (Airflow then reports a plugin import error)."""
     modules = {"operators": ["regionflow.operators.vertex", "regionflow.operators.region"],
                "sensors": ["regionflow.sensors.speculation"], "triggers": ["regionflow.triggers.inputs"]}
     return {
@@ -43,7 +45,6 @@ def get_provider_info() -> dict:
         "integrations": [{"integration-name": INTEGRATION, "external-doc-url": "docs/",
                           "tags": ["apache", "spark", "scheduler"]}],
         **{kind: [{"integration-name": INTEGRATION, "python-modules": names}] for kind, names in modules.items()},
-        "plugins": [{"name": "regionflow", "plugin-class": "regionflow.ui.plugin.RegionflowPlugin"}],
         "executors": ["regionflow.executors.RegionExecutor"],
         "config": _config_metadata(),
         "cli": ["regionflow.cli.airflow.get_cli_commands"],

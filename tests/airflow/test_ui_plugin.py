@@ -1,5 +1,5 @@
 """The UI plugin on a real api-server (embedded stack, RegionExecutor, 2 slots, session backend):
-registered by the provider's get_provider_info(), behind Airflow's auth, and showing the queue, the reason a
+registered by the package's entry point, behind Airflow's auth, and showing the queue, the reason a
 region waits, the plan and the attempts of a run; in JSON, and in headless Chromium (`tests/browser.py`),
 which also saves the screenshots shown in the README. Per-DAG 403s are in test_ui_access.py."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Airflow plugin: registered through the provider's ``get_provider_info()`` (``plugins``; so
+"""The Airflow plugin: registered through the ``airflow.plugins`` entry point of the package (so
 ``pip install`` is enough), or copied as ``plugins/regionflow_plugin.py`` into ``$AIRFLOW_HOME/plugins``.
 
 Every Airflow process discovers plugins (the scheduler, the dag-processor, task processes), but only
