@@ -82,10 +82,12 @@ bytecode: venv
 PYTEST := $(VPY) -m pytest tests -q -ra --timeout=900 --durations=20
 LIGHT_WORKERS ?= 2
 LIGHT := $(PYTEST) -n $(LIGHT_WORKERS) -m "not heavy and not long"
+HEAVY_WORKERS ?= 2
+HEAVY := $(PYTEST) -n $(HEAVY_WORKERS) --dist loadfile -m "heavy and not long"
 
 test: venv bytecode
 	$(LIGHT) $(PYTEST_ARGS); light=$$?; \
-	$(PYTEST) -m "heavy and not long" $(PYTEST_ARGS); heavy=$$?; \
+	$(HEAVY) $(PYTEST_ARGS); heavy=$$?; \
 	for code in $$light $$heavy; do [ $$code = 0 ] || [ $$code = 5 ] || exit $$code; done; \
 	[ "$$light$$heavy" != 55 ] || exit 5
 
