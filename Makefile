@@ -28,7 +28,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv constraints bytecode lint test test-quick test-long test-all demo bench clean
+.PHONY: venv constraints bytecode lint test test-quick test-long test-all demo bench docs clean
 
 venv: $(STAMP)
 
@@ -62,7 +62,7 @@ constraints:
 # ruff (ruff.toml: pycodestyle, pyflakes, import order, pyupgrade, bugbear) and mypy (setup.cfg: strict
 # checks on core/, scheduling/, store/ and contract.py); tests/test_lint.py runs the same two commands.
 lint: venv
-	$(VPY) -m ruff check provider tests benchmarks dags plugins
+	$(VPY) -m ruff check provider tests benchmarks dags plugins docs
 	$(VPY) -m mypy provider/regionflow
 
 # regionflow's own modules, compiled before the suite (only what changed since the last run) so that the
@@ -120,6 +120,11 @@ demo: venv bytecode
 
 bench: venv
 	$(VPY) benchmarks/run_all.py
+
+# The reference pages generated from the code (docs/reference/: configuration from config.OPTIONS, the CLIs from
+# their parsers); tests/test_docs_reference.py fails when they differ from the code.
+docs: venv
+	$(VPY) docs/reference.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis .airflow .demo spark-warehouse metastore_db derby.log

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUFF = ["ruff", "check", "provider", "tests", "benchmarks", "dags", "plugins"]
+RUFF = ["ruff", "check", "provider", "tests", "benchmarks", "dags", "plugins", "docs"]
 MYPY = ["mypy", "provider/regionflow"]
 
 
