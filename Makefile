@@ -53,7 +53,7 @@ $(STAMP): pyproject.toml constraints.txt | $(VPY)
 constraints:
 	rm -rf build/constraints-venv
 	$(PYTHON) -m venv build/constraints-venv
-	build/constraints-venv/bin/python -m pip install --disable-pip-version-check --no-compile -q '.[test,bench]' uv
+	build/constraints-venv/bin/python -m pip install --disable-pip-version-check --no-compile -q '.[test,bench,docs]' uv
 	{ grep '^#' constraints.txt; build/constraints-venv/bin/python -m pip freeze --exclude-editable \
 	  | grep -v '^airflow-provider-regionflow'; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
@@ -121,10 +121,12 @@ demo: venv bytecode
 bench: venv
 	$(VPY) benchmarks/run_all.py
 
-# The reference pages generated from the code (docs/reference/: configuration from config.OPTIONS, the CLIs from
-# their parsers); tests/test_docs_reference.py fails when they differ from the code.
+# The documentation site (mkdocs.yml) into build/site, in strict mode (a broken link, a missing page or snippet
+# fails), after writing the reference pages generated from the code (docs/reference/: configuration from
+# config.OPTIONS, the CLIs from their parsers; tests/test_docs_reference.py fails when they differ from the code).
 docs: venv
 	$(VPY) docs/reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis .airflow .demo spark-warehouse metastore_db derby.log

@@ -63,7 +63,7 @@ HEAVY_MODULES = frozenset({
     "airflow/test_airflow_cli.py", "airflow/test_conformance.py", "airflow/test_e2e.py", "airflow/test_e2e_session.py",
     "airflow/test_e2e_session_faults.py", "airflow/test_e2e_speculation.py", "airflow/test_embedded.py",
     "airflow/test_executor_config.py", "airflow/test_ha_postgres.py", "airflow/test_multi_machine.py",
-    "airflow/test_store_db_manager.py",
+    "airflow/test_readme_quickstart.py", "airflow/test_store_db_manager.py",
     "airflow/test_store_restart.py", "airflow/test_ui_access.py", "airflow/test_ui_plugin.py",
     "spark/test_connect.py", "spark/test_disk_full.py", "spark/test_run.py", "spark/test_server_oom.py",
     "spark/test_standalone.py",

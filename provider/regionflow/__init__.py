@@ -1,7 +1,7 @@
 """regionflow: Apache Flink's batch scheduler (pipelined regions, FIFO bulk slot pool, speculation)
 for Apache Airflow DAGs whose work runs on Spark.
 
-Layers (see DESIGN.md): `core` and `scheduling` are pure Python; `spark`, `store`, `operators`,
+Layers (see docs/architecture.md): `core` and `scheduling` are pure Python; `spark`, `store`, `operators`,
 `sensors`, `executors` adapt them to Spark and Airflow.
 """
 from __future__ import annotations

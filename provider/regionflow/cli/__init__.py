@@ -1,4 +1,4 @@
-"""The `regionflow` command line: plan, simulate, run, schema, status, session, gc, migrate-store.
+"""The `regionflow` command line: plan, simulate, run, schema, status, session, gc, migrate-store, version.
 
 `build_parser` builds the one parser; each command group's module registers its subcommands
 (``register``) and holds their handlers, which import what they need (PySpark, the runner, SQLAlchemy,
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The parser of the `regionflow` command, its subcommands in the order ``--help`` lists them."""
     # absolute, not `from . import`: mypy's cache from when regionflow.cli was a module (cli.py) misreads that
-    from regionflow.cli import gc, plan, run, schema, session, status, store
+    from regionflow.cli import gc, plan, run, schema, session, status, store, version
 
     parser = argparse.ArgumentParser(prog="regionflow", description="Flink's batch scheduler for Airflow + Spark")
     parser.add_argument("--debug", action="store_true", help="with an error, also print its Python traceback")
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     session.register(commands)
     gc.register(commands)
     store.register(commands)  # migrate-store
+    version.register(commands)
     return parser
 
 

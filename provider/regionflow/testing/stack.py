@@ -86,6 +86,7 @@ class EmbeddedAirflow(AirflowRestClient):
         setup_commands: Sequence[Sequence[str]] = (),
         database_url: str | None = None,
         schedulers: int = 1,
+        start_servers: bool = True,
     ) -> None:
         """`home`: the Airflow home (created); `dags_folder`: the DAG bundle's folder; `executor`:
         ``[core] executor``; `regionflow_options`: the ``[regionflow]`` section, passed through as
@@ -95,7 +96,10 @@ class EmbeddedAirflow(AirflowRestClient):
         `setup_commands`: ``airflow`` commands (argv after ``airflow``) run in order after ``db
         migrate`` and before the components start (``["teams", "create", "ops"]``); `database_url`:
         Airflow's metadata database (default: SQLite in `home`; e.g. a PostgreSQL URL); `schedulers`:
-        how many scheduler processes run (Airflow's HA setup needs a server database for more than one).
+        how many scheduler processes run (Airflow's HA setup needs a server database for more than one);
+        `start_servers`: whether `start` starts the session backend's Spark Connect servers, as `regionflow
+        session start` would beside an installation (False: the first region task granted a host starts its
+        server, as in a plain installation; `stop` stops them either way).
         """
         if schedulers < 1 or (schedulers > 1 and (database_url or "sqlite").startswith("sqlite")):
             raise EmbeddedAirflowError(f"schedulers={schedulers}: one scheduler at least, and more than one "
@@ -113,6 +117,7 @@ class EmbeddedAirflow(AirflowRestClient):
         self.setup_commands = [list(command) for command in setup_commands]
         self.database_url = database_url
         self.schedulers = schedulers
+        self.start_servers = start_servers
         self.timings: dict[str, float] = {}
         self._stack_tag = uuid.uuid4().hex
         self._port: int | None = None
@@ -285,7 +290,7 @@ class EmbeddedAirflow(AirflowRestClient):
     def _start_session_servers(self, timeout: float) -> None:
         """With ``[regionflow] backend = session``, one Spark Connect server per host of the cluster, as
         `regionflow session start` would start them beside a real installation; stopped by `stop()`."""
-        if self.session_servers is None:
+        if self.session_servers is None or not self.start_servers:
             return
         began = time.monotonic()
         self.session_servers.start(timeout=max(timeout, 60.0))
