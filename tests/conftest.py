@@ -51,7 +51,7 @@ class ModuleProgress:
 
 LONG = ("long: a scenario test that costs minutes because it starts many Spark applications (a spark-submit per "
         "region) or drives dozens of DAG runs; `make test` (CI) leaves it out, `make test-long` runs it, "
-        "`make test-all` runs everything (README, first lines)")
+        "`make test-all` runs everything (CONTRIBUTING.md)")
 HEAVY = ("heavy: starts Spark (a JVM), Airflow, PostgreSQL, Chromium or mypy processes, or needs a fixture that does; "
          "set by tests/conftest.py (HEAVY_MODULES, HEAVY_FIXTURES), or by hand on one test of a light module. "
          "`make test-quick` runs the rest (-m 'not heavy and not long'); a run without heavy tests refuses to "

@@ -55,7 +55,7 @@ class PostgresServer:
         # idle_in_transaction_session_timeout: a scheduler killed with kill -9 inside a transaction leaves it
         # open, with its row locks (a DAG run's row: the other scheduler skips that run), for as long as a
         # LocalExecutor worker it forked is alive: the worker inherited the connection's socket (see the
-        # README, "Several schedulers, one pool"). The timeout ends such a session, as in production.
+        # docs/executor.md, "Several schedulers, one pool"). The timeout ends such a session, as in production.
         self._run([self.pg_ctl, "-D", self.data, "-w", "-t", "60", "-l", os.path.join(self.directory, "server.log"),
                    "-o", f"-h 127.0.0.1 -p {self.port} -k {self.directory} -c fsync=off -c max_connections=200 "
                          f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT}",

@@ -35,7 +35,7 @@ def stack(tmp_path_factory):
     dags = home / "dags"
     os.makedirs(dags)
     shutil.copy(os.path.join(REPO, "dags", f"{DAG_ID}.py"), dags)
-    # partitions kept after their consumers committed, so a cleared sink task finds its inputs (see the README)
+    # partitions kept after their consumers committed, so a cleared sink task finds its inputs (see docs/daily-runs.md)
     options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session",
                "partition_retention": "3600"}
     # only the backfill's runs and the one triggered here: no run of the daily schedule of its own

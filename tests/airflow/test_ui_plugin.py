@@ -1,7 +1,7 @@
 """The UI plugin on a real api-server (embedded stack, RegionExecutor, 2 slots, session backend):
 registered by the package's entry point, behind Airflow's auth, and showing the queue, the reason a
 region waits, the plan and the attempts of a run; in JSON, and in headless Chromium (`tests/browser.py`),
-which also saves the screenshots shown in the README. Per-DAG 403s are in test_ui_access.py."""
+which also saves the screenshots shown in docs/ui.md. Per-DAG 403s are in test_ui_access.py."""
 from __future__ import annotations
 
 import os

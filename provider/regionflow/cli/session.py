@@ -1,6 +1,6 @@
 """``regionflow session start|stop|status``: the Spark Connect servers of a cluster's hosts.
 
-For a real installation these run beside Airflow, e.g. under systemd (see the README); the embedded
+For a real installation these run beside Airflow, e.g. under systemd (see docs/deployment.md); the embedded
 stack and ``regionflow run`` start and stop their own. `regionflow.spark.servers.connect` imports no PySpark.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ tests drive the gate with a recording double of it, a real `SlotPool` and a real
 A try and the gate's ways out are in `tries`; the gate keeps each try's runs out in a `runs.RunLedger`,
 finds ends no worker reported with `unheard.UnheardEnds`, and decides grants through `shared_pool`.
 
-Facts of Airflow's scheduler the gate is built for (see the README's lifecycle table):
+Facts of Airflow's scheduler the gate is built for (see the lifecycle table in docs/executor.md):
 - the scheduler may queue the same try again (a reschedule poke, a resumed deferral, a restart) before
   the executor reads the end of its previous run: a live grant serves the new run, and the late end of
   the earlier run is not reported (`end_of_run`);

@@ -6,7 +6,7 @@ granted slot is sized to `slot_size` of the requests, the smallest profile each 
 fits in (the element-wise maximum). A request that declares nothing (UNKNOWN) takes the host's slot
 as it is, so a unit with such a request is sized to the host's slot profile.
 
-The mapping, per granted slot (the README shows it as a table):
+The mapping, per granted slot (docs/concepts.md shows it as a table):
 
 ================  =========================================  ============================================
 request           cluster master: one executor per slot       ``local[k]``: one JVM (driver) for k slots
