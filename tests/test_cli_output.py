@@ -64,6 +64,7 @@ def cheap_cases(tmp_path) -> dict[tuple[str, ...], list[str]]:
         ("status",): ["status", "--store-url", store, "--slots", "2"],
         ("gc",): ["gc", "--data-dir", str(tmp_path / "data"), "--dry-run"],
         ("session", "stop"): ["session", "stop", "--slots", "1", "--state-dir", state],
+        ("version",): ["version"],
     }
 
 
