@@ -91,7 +91,7 @@ REGIONFLOW_COMMANDS = (
 
 def get_cli_commands() -> list[CLICommand]:
     """The ``airflow regionflow`` command group; named in get_provider_info()'s ``cli`` list."""
-    return [GroupCommand(name="regionflow", help="regionflow's slot pool, DAG plans and hosts",
+    return [GroupCommand(name="regionflow", help="regionflow's slot pool, DAG plans, hosts, data dir and Spark servers",
                          subcommands=REGIONFLOW_COMMANDS)]
 
 
