@@ -28,7 +28,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv constraints bytecode lint test test-quick test-long test-all demo bench docs clean
+.PHONY: venv constraints bytecode lint test test-quick test-long test-all demo bench docs ui ui-check clean
 
 venv: $(STAMP)
 
@@ -130,6 +130,18 @@ bench: venv
 docs: venv
 	$(VPY) docs/reference.py
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The UI's bundle (provider/regionflow/ui/static/regionflow.js, committed: a pip install needs no Node) from
+# its sources in ui/ (React + TypeScript, Vite, Chakra UI as Airflow's UI provides it): npm ci installs the
+# lockfile's versions exactly, the build type-checks first. `make ui-check` (CI) fails when the committed
+# bundle is not what the sources build.
+BUNDLE := provider/regionflow/ui/static/regionflow.js
+ui:
+	cd ui && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
+
+ui-check: ui
+	@git diff --quiet -- $(BUNDLE) && [ -z "$$(git status --porcelain -- $(BUNDLE))" ] || \
+	  { git status --short -- $(BUNDLE); echo "ui-check: $(BUNDLE) differs from a fresh build of ui/: run make ui and commit it"; exit 1; }
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis .airflow .demo spark-warehouse metastore_db derby.log

@@ -132,24 +132,41 @@ def test_the_copy_of_the_slow_hosts_shard_wins(tmp_path, orders_reference):
 
 
 def attempts_page_shows(airflow: EmbeddedAirflow, run_id: str, winners: set[str], copies: dict[int, str]) -> None:
-    """Logs in to the stack's Airflow UI with headless Chromium and checks the plugin's attempts page of
-    the speculated task: each winning copy is marked speculative and winner, each copy request shows
-    its state (won, lost, cancelled, failed). Saves the page as ``build/screenshots/attempts.png``."""
+    """Logs in to the stack's Airflow UI with headless Chromium and opens the plugin's tab of the speculated
+    task instance: its timeline draws each winning copy as a speculative bar linked to the attempt it
+    copied (a slower original, crossed where the winner ended it), on another slot; its attempts table
+    marks the copy speculative and winner; each copy request shows its state (won, lost, cancelled, failed).
+    Saves the page as ``build/screenshots/speculation-timeline.png`` (docs/ui.md shows it)."""
     from urllib.parse import quote
 
     from browser import log_in, screenshot, script_errors, start_browser, table_rows, wait_for
+    from selenium.webdriver.common.by import By
 
     browser = start_browser()
     try:
         log_in(browser, airflow.api_url, "admin", airflow.admin_password())
-        browser.get(f"{airflow.api_url}/regionflow/attempts?dag_id={DAG_ID}&run_id={quote(run_id)}"
-                    f"&task_id={SPECULATED_TASK}")
+        # the tab of shard 0's task instance (the task is mapped: a task instance per shard); it shows every shard
+        browser.get(f"{airflow.api_url}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/{SPECULATED_TASK}"
+                    f"/mapped/0/plugin/regionflow-attempts")
         rows = wait_for(lambda: table_rows(browser, "attempts"), 60, "the attempts table")
         shown_winners = {row[2] for row in rows if row[8] == "speculative" and row[9] == "winner"}
         assert shown_winners == winners, rows
         shown_copies = wait_for(lambda: table_rows(browser, "copies"), 30, "the copies table")
         assert {int(row[2]): row[3] for row in shown_copies} == copies, shown_copies
+        for winner in winners:
+            bars = browser.find_elements(By.CSS_SELECTOR, f"#timeline g.bar-attempt[data-attempt='{winner}']")
+            assert bars and all(b.get_attribute("data-speculative") == "true" and
+                                b.get_attribute("data-winner") == "true" for b in bars), winner
+            original = bars[0].get_attribute("data-original")
+            assert original and original not in winners
+            originals = browser.find_elements(By.CSS_SELECTOR, f"#timeline g.bar-attempt[data-attempt='{original}']")
+            assert originals and originals[0].get_attribute("data-state") in ("lost_commit", "killed", "failed")
+            assert {(b.get_attribute("data-host"), b.get_attribute("data-slot")) for b in bars}.isdisjoint(
+                {(b.get_attribute("data-host"), b.get_attribute("data-slot")) for b in originals})
+            assert browser.find_elements(By.CSS_SELECTOR, f"#timeline path.copy-link[data-to='{winner}']"
+                                                          f"[data-from='{original}']")
+        assert "No Task Instance found" not in browser.find_element(By.TAG_NAME, "body").text
         assert script_errors(browser) == []
-        screenshot(browser, "attempts")
+        screenshot(browser, "speculation-timeline")
     finally:
         browser.quit()

@@ -55,9 +55,8 @@ def admin(stack):
 
 
 @pytest.mark.parametrize("path, for_admin", [("/regionflow/api/dags/{dag}/plan", 200),
-                                             ("/regionflow/plan?dag_id={dag}", 200),
                                              ("/regionflow/api/dags/{dag}/runs/r1/attempts", 404),  # no run r1
-                                             ("/regionflow/attempts?dag_id={dag}&run_id=r1", 200)])
+                                             ("/regionflow/api/dags/{dag}/runs/r1/timeline", 404)])
 def test_a_user_outside_the_dags_team_gets_403(ana, admin, path, for_admin):
     assert ana.get(path.format(dag="ui_secret")).status_code == 403
     assert admin.get(path.format(dag="ui_secret")).status_code == for_admin

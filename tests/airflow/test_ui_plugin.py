@@ -1,7 +1,9 @@
 """The UI plugin on a real api-server (embedded stack, RegionExecutor, 2 slots, session backend):
-registered by the package's entry point, behind Airflow's auth, and showing the queue, the reason a
-region waits, the plan and the attempts of a run; in JSON, and in headless Chromium (`tests/browser.py`),
-which also saves the screenshots shown in docs/ui.md. Per-DAG 403s are in test_ui_access.py."""
+registered by the package's entry point as React apps inside Airflow's UI, behind Airflow's auth, and
+showing the queue, the reason a region waits, occupancy over time, the plan (TPC-H Q9's at real size)
+and a run's timeline; in JSON, and in headless Chromium (`tests/browser.py`) on Airflow's own pages,
+which also saves the screenshots shown in docs/ui.md. Per-DAG 403s are in test_ui_access.py; the
+timeline of a speculative copy is in test_e2e_speculation.py."""
 from __future__ import annotations
 
 import os
@@ -27,6 +29,7 @@ def stack(tmp_path_factory):
         for dag_id in ("ui_hold", "ui_region"):
             airflow.wait_for_dag(dag_id)
             airflow.unpause(dag_id)
+        airflow.wait_for_dag("ui_tpch_q9")  # drawn, never run
         yield airflow
 
 
@@ -51,21 +54,25 @@ def wait_until(check, timeout, what):
         time.sleep(0.5)
 
 
-def test_the_plugin_is_registered_with_its_pages(stack, client):
+def test_the_plugin_registers_its_react_apps_and_serves_their_bundle(stack, client):
     plugins = client.get("/api/v2/plugins", headers=auth(stack)).json()["plugins"]
     (plugin,) = [p for p in plugins if p["name"] == "regionflow"]
-    views = {view["url_route"]: view for view in plugin["external_views"]}
-    assert views["regionflow-slot-pool"]["destination"] == "nav"
-    assert views["regionflow-attempts"]["destination"] == "task_instance"
-    assert "{DAG_ID}" in views["regionflow-attempts"]["href"]
-    assert views["regionflow-plan"]["destination"] == "dag" and "{DAG_ID}" in views["regionflow-plan"]["href"]
-    assert views["regionflow-run-plan"]["destination"] == "dag_run"
-    assert "run_id={RUN_ID}" in views["regionflow-run-plan"]["href"]
+    apps = {app["url_route"]: app for app in plugin["react_apps"]}
+    assert {route: app["destination"] for route, app in apps.items()} == {
+        "regionflow-slot-pool": "nav", "regionflow-plan": "dag", "regionflow-run-plan": "dag_run",
+        "regionflow-timeline": "dag_run", "regionflow-attempts": "task_instance"}
+    assert apps["regionflow-slot-pool"]["category"] == "browse"
+    assert {app["bundle_url"] for app in apps.values()} == {"/regionflow/static/regionflow.js"}
+    bundle = client.get("/regionflow/static/regionflow.js", headers=auth(stack))
+    assert bundle.status_code == 200 and bundle.headers["content-type"].startswith("text/javascript")
+    for app in apps.values():  # the bundle registers a component under each app's name (ui/src/main.tsx)
+        assert f'"{app["name"]}"' in bundle.text, app["name"]
 
 
-@pytest.mark.parametrize("path", ["/regionflow/api/cluster", "/regionflow/cluster",
+@pytest.mark.parametrize("path", ["/regionflow/api/cluster", "/regionflow/api/cluster/history",
                                   "/regionflow/api/dags/ui_region/runs/r/attempts",
-                                  "/regionflow/attempts?dag_id=ui_region&run_id=r"])
+                                  "/regionflow/api/dags/ui_region/runs/r/timeline",
+                                  "/regionflow/static/regionflow.js"])
 def test_every_endpoint_needs_a_login(client, path):
     assert client.get(path).status_code == 401
     assert client.get(path, headers={"Authorization": "Bearer not-a-token"}).status_code in (401, 403)
@@ -98,11 +105,29 @@ def test_the_cluster_view_shows_a_waiting_region_and_why_then_its_attempt(stack,
     assert task_id == "source__count" and attempt["host"] == "localhost" and attempt["state"] == "succeeded"
     assert (attempts["run_state"], attempts["active"]) == ("success", False)  # the page stops refreshing
     assert attempt["winner"] and attempt["ended_at"] > attempt["started_at"]
-    page = client.get(f"/regionflow/attempts?dag_id=ui_region&run_id={region}&task_id={task_id}",
-                      headers=auth(stack))
-    assert page.status_code == 200 and "regionflow: attempts" in page.text
-    assert f"api/dags/ui_region/runs/{quote(region, safe='')}/attempts" in page.text
-    assert "clearInterval(timer)" in page.text
+
+    timeline = client.get(f"/regionflow/api/dags/ui_region/runs/{quote(region, safe='')}/timeline",
+                          headers=auth(stack)).json()
+    assert timeline["rows"] == [{"host": "localhost", "slot": 0}, {"host": "localhost", "slot": 1}]
+    assert (timeline["run_state"], timeline["active"]) == ("success", False)
+    (wait,) = [bar for bar in timeline["bars"] if bar["kind"] == "wait"]
+    ran = [bar for bar in timeline["bars"] if bar["kind"] == "attempt"]
+    assert sorted((bar["host"], bar["slot"]) for bar in ran) == [("localhost", 0), ("localhost", 1)]
+    assert {bar["attempt"] for bar in ran} == {attempt["attempt"]} and all(bar["winner"] for bar in ran)
+    # it waited behind the holder: its wait ends when it got the slots, before its attempt started
+    assert wait["end"] - wait["start"] > 1 and wait["end"] <= ran[0]["start"]
+
+    history = client.get("/regionflow/api/cluster/history?hours=1", headers=auth(stack)).json()
+    steps = _steps(history["occupancy"]["localhost"], history["until"])
+    assert any(value == 2 and start <= ran[0]["start"] and ran[0]["end"] <= end for start, end, value in steps)
+    assert any(value >= 1 for _, _, value in _steps(history["queue"], history["until"]))
+    bad = client.get("/regionflow/api/cluster/history?hours=0", headers=auth(stack))
+    assert bad.status_code == 400 and "hours" in bad.json()["detail"]
+
+
+def _steps(series, until):
+    """(start, end, value) of a step series ([[t, value], ...], each value holding until the next t)."""
+    return [(t, series[i + 1][0] if i + 1 < len(series) else until, value) for i, (t, value) in enumerate(series)]
 
 
 def _queued(view):
@@ -117,12 +142,8 @@ def test_an_unknown_run_is_a_404_naming_it(stack, client):
     response = client.get("/regionflow/api/dags/ui_region/runs/no_such_run/attempts", headers=auth(stack))
     assert response.status_code == 404
     assert "DAG 'ui_region' run 'no_such_run'" in response.json()["detail"]
-
-
-def test_the_cluster_page_is_html_reading_the_api(stack, client):
-    page = client.get("/regionflow/cluster", headers=auth(stack))
-    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert "regionflow: slot pool" in page.text and '"api/cluster"' in page.text
+    response = client.get("/regionflow/api/dags/ui_region/runs/no_such_run/timeline", headers=auth(stack))
+    assert response.status_code == 404 and "DAG 'ui_region' has no run 'no_such_run'" in response.json()["detail"]
 
 
 def test_the_plan_api_shows_regions_under_any_mode_and_names_bad_input(stack, client):
@@ -149,22 +170,24 @@ def test_the_plan_api_shows_regions_under_any_mode_and_names_bad_input(stack, cl
     assert no_run.status_code == 404 and "DAG 'ui_region' has no run 'nope'" in no_run.json()["detail"]
 
 
-def test_in_a_browser_the_pages_show_the_queue_a_blocklisted_host_and_the_plan(stack):
-    """Logs in through Airflow's login page and opens the pages while two runs of ``ui_region`` wait
-    for the slot ``ui_hold`` holds. The blocklist entry is written through the store's ``block()``, the
-    call the speculation sensor makes for a slow host (a real slow host and the copies it causes are in
-    test_e2e_speculation, which opens the attempts page the same way)."""
+def test_in_a_browser_the_pages_show_the_queue_occupancy_the_plan_and_the_timeline(stack):
+    """Logs in through Airflow's login page and opens the plugin's pages inside Airflow's UI while two
+    runs of ``ui_region`` wait for the slot ``ui_hold`` holds. The blocklist entry is written through the
+    store's ``block()``, the call the speculation sensor makes for a slow host (a real slow host and the
+    copies it causes are in test_e2e_speculation, which opens the task instance's tab the same way)."""
     from browser import log_in, screenshot, script_errors, start_browser, table_rows, wait_for
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
     from regionflow.store import RegionflowStore, job_id_for
 
+    store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
     browser = start_browser()
     try:
         log_in(browser, stack.api_url, "admin", stack.admin_password())
-        holder = stack.trigger("ui_hold", conf={"seconds": 50})
-        browser.get(f"{stack.api_url}/regionflow/cluster")
+        holder = stack.trigger("ui_hold", conf={"seconds": 40})
+        browser.get(f"{stack.api_url}/plugin/regionflow-slot-pool")  # Browse > regionflow slot pool
         wait_for(lambda: any(row[2] == "1" for row in table_rows(browser, "hosts")), 120,
                  "the holder to take one slot")
         first = stack.trigger("ui_region")
@@ -174,8 +197,14 @@ def test_in_a_browser_the_pages_show_the_queue_a_blocklisted_host_and_the_plan(s
         assert [(row[0], row[2]) for row in queue] == [("1", first), ("2", second)]
         assert queue[0][7].startswith("not enough free slots: needs 2, 1 free")
         assert queue[1][7].startswith("behind 1 older request(s)")
+        assert browser.find_element(By.ID, "oldest").text.startswith("oldest waiting: ui_region")
+        position = browser.find_element(By.CSS_SELECTOR, "#queue th")  # sort by "#": ascending, then descending
+        position.click()
+        position.click()
+        assert [row[0] for row in table_rows(browser, "queue")] == ["2", "1"]
+        assert position.get_attribute("aria-sort") == "descending"
+        position.click()
 
-        store = RegionflowStore.from_config(f"sqlite:///{stack.home}/regionflow.db")
         store.block(job_id_for("ui_region", second), "localhost", time.time() + 30,
                     reason="slow attempt x of ui_region.source__count[0]")
         blocked = wait_for(lambda: table_rows(browser, "blocklist"), 30, "the blocklist entry on the page")
@@ -185,32 +214,81 @@ def test_in_a_browser_the_pages_show_the_queue_a_blocklisted_host_and_the_plan(s
         screenshot(browser, "cluster")
         assert script_errors(browser) == []
 
-        browser.get(f"{stack.api_url}/regionflow/plan?dag_id=ui_region&run_id={quote(first)}")
-        region = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, ".region[data-task='source__count']"), 60,
-                          "the region box")
-        assert [v.get_attribute("data-vertex") for v in region.find_elements(By.CSS_SELECTOR, ".vertex")] == \
-            ["source", "count"]  # all-pipelined: one box around both vertices
-        assert len(browser.find_elements(By.CSS_SELECTOR, "#drawing svg line")) == 1
-        wait_for(lambda: stack.wait_for_run("ui_region", first, timeout=600) == "success", 600, "the first run")
-        wait_for(lambda: "success" in browser.find_element(By.CSS_SELECTOR, ".region .region-head").text, 30,
-                 "the region's state to show success")
+        # the plan at real size: TPC-H Q9's 10 vertices laid out left to right, no box over another
+        browser.get(f"{stack.api_url}/dags/ui_tpch_q9/plugin/regionflow-plan")
+        wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#drawing g.vertex")) == 10, 60,
+                 "Q9's ten vertices")
+        vertices = _rects(browser, "#drawing g.vertex > rect")
+        regions = _rects(browser, "#drawing g.region > rect")
+        assert len(regions) == 10 and _overlaps(vertices) == [] and _overlaps(regions) == []
+        edges = browser.find_elements(By.CSS_SELECTOR, "#drawing g.edge")
+        assert len(edges) == 9 and {e.get_attribute("data-exchange") for e in edges} == {"blocking"}
+        assert all(e.find_element(By.TAG_NAME, "path").get_attribute("stroke-dasharray") for e in edges)
+        screenshot(browser, "plan-tpch-q9")
+        Select(browser.find_element(By.ID, "mode")).select_by_value("all-pipelined")
+        wait_for(lambda: len(_rects(browser, "#drawing g.region > rect")) == 1, 30, "one region when all-pipelined")
+        assert "preview" in browser.find_element(By.ID, "summary").text
+        assert script_errors(browser) == []
+
+        # the plan of a run: one region around both vertices, its box in the run's state
+        browser.get(f"{stack.api_url}/dags/ui_region/runs/{quote(first, safe='')}/plugin/regionflow-run-plan")
+        region = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, "#drawing g.region[data-task='source__count']"),
+                          60, "the region box")
+        members = browser.find_elements(By.CSS_SELECTOR, "#drawing g.vertex[data-region='0']")
+        assert sorted(v.get_attribute("data-vertex") for v in members) == ["count", "source"]
+        assert stack.wait_for_run("ui_region", first, timeout=600) == "success"
+        wait_for(lambda: region.get_attribute("data-state") == "success", 30, "the region's state to show success")
         screenshot(browser, "plan")
         assert script_errors(browser) == []
-        Select(browser.find_element(By.ID, "mode")).select_by_value("all-blocking")
-        boxes = wait_for(lambda: _boxes(browser, 2), 30, "two region boxes under all-blocking")
-        assert boxes == [["source"], ["count"]]
-        assert "preview" in browser.find_element(By.ID, "summary").text
-        assert browser.find_element(By.CSS_SELECTOR, "#drawing svg line").get_attribute("stroke-dasharray")
-        screenshot(browser, "plan-preview")
 
         assert stack.wait_for_run("ui_region", second, timeout=600) == "success"
         assert stack.wait_for_run("ui_hold", holder, timeout=600) == "success"
-        browser.get(f"{stack.api_url}/regionflow/attempts?dag_id=ui_region&run_id={quote(second)}")
-        attempts = wait_for(lambda: table_rows(browser, "attempts"), 60, "the attempts table")
-        assert [(row[0], row[3], row[7], row[9]) for row in attempts] == [
-            ("source__count", "localhost", "succeeded", "winner")]
+        # the run's timeline: its wait, then its attempt on both slots, under the blocklist band
+        browser.get(f"{stack.api_url}/dags/ui_region/runs/{quote(second, safe='')}/plugin/regionflow-timeline")
+        bars = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#timeline g.bar-attempt"), 60, "the bars")
+        assert sorted((b.get_attribute("data-host"), b.get_attribute("data-slot")) for b in bars) == [
+            ("localhost", "0"), ("localhost", "1")]
+        states = {(b.get_attribute("data-state"), b.get_attribute("data-winner")) for b in bars}
+        assert states == {("succeeded", "true")}
+        (wait,) = browser.find_elements(By.CSS_SELECTOR, "#timeline g.bar-wait")
+        assert float(wait.get_attribute("data-end")) <= float(bars[0].get_attribute("data-start"))
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#timeline rect.block[data-host='localhost']")) == 2
+        ActionChains(browser).move_to_element(bars[0]).perform()
+        hovered = wait_for(lambda: browser.find_element(By.ID, "hovered").text, 10, "the hovered bar's details")
+        assert "source__count[0]" in hovered and "2 slot(s)" in hovered and "succeeded" in hovered
+        screenshot(browser, "timeline")
+        narrow = browser.find_element(By.CSS_SELECTOR, "#timeline svg[data-zoom]").get_attribute("width")
+        browser.find_element(By.CSS_SELECTOR, "#timeline button[data-zoom='4']").click()
+        wide = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, "#timeline svg[data-zoom='4']"), 10, "zoom")
+        assert float(wide.get_attribute("width")) == pytest.approx(4 * float(narrow), rel=0.01)
         wait_for(lambda: "not refreshing" in browser.find_element(By.ID, "status").text, 30,
                  "the page to stop refreshing once the run has ended")
+        assert script_errors(browser) == []
+
+        # occupancy over time: both slots in use over each region attempt, from the store's grant rows
+        browser.get(f"{stack.api_url}/plugin/regionflow-slot-pool")
+        steps = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "[data-chart='host:localhost'] rect.step"),
+                         60, "the occupancy chart")
+        drawn = [(float(s.get_attribute("data-from")), float(s.get_attribute("data-to")),
+                  int(s.get_attribute("data-value"))) for s in steps]
+        granted = [g for run in (first, second) for g in store.grants(dag_id="ui_region", run_id=run) if g.granted_at]
+        assert len(granted) == 2
+        for grant in granted:
+            assert any(value == 2 and start <= grant.granted_at + 1e-3 and grant.released_at - 1e-3 <= end
+                       for start, end, value in drawn), (grant, drawn)
+        queued = [int(s.get_attribute("data-value")) for s in
+                  browser.find_elements(By.CSS_SELECTOR, "[data-chart='queue'] rect.step")]
+        assert max(queued) == 2  # both runs waited at once
+
+        # dark mode, as Airflow's user menu sets it (next-themes' "theme" in local storage)
+        browser.execute_script("window.localStorage.setItem('theme', 'dark')")
+        browser.get(f"{stack.api_url}/dags/ui_tpch_q9/plugin/regionflow-plan")
+        wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#drawing g.vertex")) == 10, 60, "the plan")
+        assert "dark" in browser.find_element(By.TAG_NAME, "html").get_attribute("class")
+        ink = browser.execute_script(
+            "return getComputedStyle(document.querySelector('#drawing g.vertex text')).fill")
+        assert _lightness(ink) > 0.6, ink  # light text on a dark page
+        screenshot(browser, "plan-dark")
         assert script_errors(browser) == []
     finally:
         browser.quit()
@@ -220,9 +298,21 @@ def _two(rows):
     return rows if len(rows) == 2 else None
 
 
-def _boxes(browser, count):
-    from selenium.webdriver.common.by import By
+def _rects(browser, selector):
+    return browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => {"
+        " const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })", selector)
 
-    boxes = [[v.get_attribute("data-vertex") for v in box.find_elements(By.CSS_SELECTOR, ".vertex")]
-             for box in browser.find_elements(By.CSS_SELECTOR, ".region")]
-    return boxes if len(boxes) == count else None
+
+def _overlaps(rects):
+    """Pairs of rectangles ([left, top, right, bottom]) that overlap (touching edges do not)."""
+    return [(a, b) for i, a in enumerate(rects) for b in rects[i + 1:]
+            if a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5]
+
+
+def _lightness(color):
+    """0 (black) to 1 (white) of a CSS rgb()/rgba() colour."""
+    import re
+
+    red, green, blue = (int(v) for v in re.findall(r"\d+", color)[:3])
+    return (max(red, green, blue) + min(red, green, blue)) / 510

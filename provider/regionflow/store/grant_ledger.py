@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -192,8 +192,35 @@ class GrantLedger(LedgerBase):
         with self._read() as session:
             return [grant_record(row) for row in session.scalars(query)]
 
+    @retried
+    def grants_active_between(self, since: float, until: float) -> list[GrantRecord]:
+        """Grants whose [submitted_at, end] overlaps [since, until], by id (end: `grant_end`)."""
+        query = select(GrantRow).where(GrantRow.submitted_at <= float(until), _ends_at_or_after(float(since)))
+        with self._read() as session:
+            return [grant_record(row) for row in session.scalars(query.order_by(GrantRow.id))]
+
+
+def grant_end(grant: GrantRecord) -> float | None:
+    """When a grant stopped waiting or holding slots; None while it still does (waiting or granted).
+    A rejected row is never stamped released_at, a lost one only once released: until then both end at
+    granted_at, else submitted_at (a rejected bulk never waits forever; a lost grant holds no pool slot)."""
+    if grant.released_at is not None:
+        return grant.released_at
+    if grant.state in (GrantState.WAITING, GrantState.GRANTED):
+        return None
+    return grant.granted_at if grant.granted_at is not None else grant.submitted_at
+
 
 # --------------------------------------------------------------------------------- rules and queries
+
+
+def _ends_at_or_after(since: float) -> ColumnElement[bool]:
+    """The SQL form of ``grant_end(row) is None or grant_end(row) >= since``."""
+    open_states = (GrantState.WAITING.value, GrantState.GRANTED.value)
+    return or_(GrantRow.released_at >= since,
+               and_(GrantRow.released_at.is_(None),
+                    or_(GrantRow.state.in_(open_states),
+                        func.coalesce(GrantRow.granted_at, GrantRow.submitted_at) >= since)))
 
 
 def _check_requeue(row: GrantRow) -> None:
@@ -223,4 +250,4 @@ def _existing_grant(session: Session, bulk_id: str) -> GrantRow:
     return row
 
 
-__all__ = ["GrantLedger"]
+__all__ = ["GrantLedger", "grant_end"]

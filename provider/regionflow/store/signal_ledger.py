@@ -65,6 +65,14 @@ class SignalLedger(LedgerBase):
             return [_block_record(row) for row in session.scalars(query)]
 
     @retried
+    def blocks(self, job_id: str) -> list[BlockRecord]:
+        """Every entry of `job_id` and of `EVERY_JOB`, expired ones included, oldest added first."""
+        query = select(BlockRow).where(BlockRow.job_id.in_((job_id, EVERY_JOB)))
+        with self._read() as session:
+            rows = session.scalars(query.order_by(BlockRow.added_at, BlockRow.job_id, BlockRow.host))
+            return [_block_record(row) for row in rows]
+
+    @retried
     def purge_expired(self, now: float | None = None) -> int:
         """Delete entries expired at `now`; returns how many."""
         moment = self._clock() if now is None else now

@@ -14,10 +14,16 @@ JSON (read-only, from regionflow's store):
   transform left in the serialized DAG; Airflow's database, not the store); with a run, each region's
   state and timing. Needs read access to the DAG; 404 naming the DAG or run; 400 naming a bad mode.
 
-Pages (``/regionflow/cluster``, ``/regionflow/plan?dag_id=[&run_id=]``,
-``/regionflow/attempts?dag_id=&run_id=&task_id=``) are one HTML file each with a small script that
-reads the JSON above every 5 s; Airflow shows them in its navigation and on the DAG, DAG run and task
-instance views (`plugin.RegionflowPlugin.external_views`).
+- ``GET /regionflow/api/dags/{dag_id}/runs/{run_id}/timeline``: the run's Gantt chart (`timeline.run_timeline`):
+  per host and slot, each shard's wait for slots and its attempts, speculative copies linked to the attempt
+  they copy, the run's blocklist intervals. Needs read access to the DAG's task instances; 404 naming the run.
+- ``GET /regionflow/api/cluster/history[?hours=3]``: slot occupancy per host and the FIFO queue's length over
+  the last hours (`history.cluster_history`, from the store's grant rows). Any logged-in user (counts only).
+
+Pages: a React bundle (``GET /regionflow/static/regionflow.js``, built from ``ui/`` in the repository)
+that Airflow's UI loads for the plugin's ``react_apps`` and renders inside its own pages (the navigation's
+Browse menu, the DAG, DAG run and task instance tabs: `plugin.RegionflowPlugin.react_apps`); it reads the
+JSON above. The bundle is behind the same login as the API.
 
 Authentication and authorization are Airflow's own: its ``get_user`` dependency (the UI's cookie or a
 bearer token from ``POST /auth/token``) and ``requires_access_dag``; nothing here checks a password.
@@ -25,6 +31,7 @@ bearer token from ``POST /auth/token``) and ``requires_access_dag``; nothing her
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -32,13 +39,16 @@ from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessE
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from fastapi import Depends, FastAPI, HTTPException, Query
-from fastapi.responses import HTMLResponse
+from fastapi.responses import FileResponse
 
 from ..core.errors import SpecError
 from .airflow_db import ContractError, plan_reference, run_state, task_instances
-from .pages import attempts_page, cluster_page, plan_page
+from .history import cluster_history
 from .plan_view import plan_view, slot_use
+from .timeline import run_timeline
 from .views import cluster_view, run_view
+
+BUNDLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static", "regionflow.js")
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,19 +124,31 @@ def build_app() -> FastAPI:
         view["active"] = state in ACTIVE_RUN_STATES
         return view
 
-    @app.get("/plan", response_class=HTMLResponse, dependencies=[Depends(requires_access_dag("GET"))])
-    def plan_html(dag_id: str = Query(), run_id: str | None = Query(default=None),
-                  mode: str | None = Query(default=None)) -> str:
-        return plan_page(dag_id, run_id, mode)
-
-    @app.get("/cluster", response_class=HTMLResponse)
-    def cluster_html(user: GetUserDep) -> str:
-        return cluster_page()
-
-    @app.get("/attempts", response_class=HTMLResponse,
+    @app.get("/api/dags/{dag_id}/runs/{run_id}/timeline",
              dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))])
-    def attempts_html(dag_id: str = Query(), run_id: str = Query(), task_id: str | None = Query(default=None)) -> str:
-        return attempts_page(dag_id, run_id, task_id)
+    def timeline(dag_id: str, run_id: str, session: SessionDep) -> dict[str, Any]:
+        state = run_state(session, dag_id, run_id)
+        if state is None:
+            raise HTTPException(404, f"DAG {dag_id!r} has no run {run_id!r}; check the ids")
+        view = run_timeline(_store(), _config().cluster, dag_id, run_id)
+        view["run_state"] = state
+        view["active"] = state in ACTIVE_RUN_STATES
+        return view
+
+    @app.get("/api/cluster/history")
+    def history(user: GetUserDep, hours: float = Query(default=3.0)) -> dict[str, Any]:
+        try:
+            return cluster_history(_store(), _config().cluster, hours=hours)
+        except ValueError as error:
+            raise HTTPException(400, str(error)) from None
+
+    @app.get("/static/regionflow.js", response_class=FileResponse)
+    def bundle(user: GetUserDep) -> FileResponse:
+        if not os.path.exists(BUNDLE):
+            raise HTTPException(404, "regionflow's UI bundle is missing from the package: build it with "
+                                     "`make ui` (npm ci && npm run build in ui/) and reinstall")
+        # revalidated on every load (ETag), so an upgraded package's pages are what Airflow shows
+        return FileResponse(BUNDLE, media_type="text/javascript", headers={"Cache-Control": "no-cache"})
 
     return app
 

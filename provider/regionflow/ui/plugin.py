@@ -28,23 +28,29 @@ class LazyApp:
         await self._app(scope, receive, send)
 
 
+BUNDLE_URL = f"{URL_PREFIX}/static/regionflow.js"
+
+
+def _app(name: str, destination: str, url_route: str, **extra: Any) -> dict[str, Any]:
+    """A `react_apps` entry: Airflow's UI loads `BUNDLE_URL` and renders the component the bundle
+    registers as ``globalThis[name]`` (ui/src/main.tsx), inside its own page and theme."""
+    return {"name": name, "bundle_url": BUNDLE_URL, "destination": destination, "url_route": url_route, **extra}
+
+
 class RegionflowPlugin(AirflowPlugin):
-    """regionflow's pages in the Airflow UI: the slot pool (navigation, Browse), the plan of a DAG and of
-    a DAG run (their views' tabs) and the attempts of a task instance (its view's tabs)."""
+    """regionflow's pages inside Airflow's UI (React, Airflow's Chakra theme): the slot pool (Browse),
+    the plan of a DAG and of a DAG run, a DAG run's timeline and a task instance's attempts (their
+    views' tabs); the JSON API and the bundle are served by the plugin's FastAPI app."""
 
     name = "regionflow"
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "regionflow"}]
-    external_views = [
-        {"name": "regionflow slot pool", "href": f"{URL_PREFIX}/cluster", "destination": "nav",
-         "category": "browse", "url_route": "regionflow-slot-pool"},
-        {"name": "regionflow attempts", "href": f"{URL_PREFIX}/attempts?dag_id={{DAG_ID}}&run_id={{RUN_ID}}"
-                                                f"&task_id={{TASK_ID}}",
-         "destination": "task_instance", "url_route": "regionflow-attempts"},
-        {"name": "regionflow plan", "href": f"{URL_PREFIX}/plan?dag_id={{DAG_ID}}", "destination": "dag",
-         "url_route": "regionflow-plan"},
-        {"name": "regionflow plan of the run", "href": f"{URL_PREFIX}/plan?dag_id={{DAG_ID}}&run_id={{RUN_ID}}",
-         "destination": "dag_run", "url_route": "regionflow-run-plan"},
+    react_apps = [
+        _app("regionflow slot pool", "nav", "regionflow-slot-pool", category="browse"),
+        _app("regionflow plan", "dag", "regionflow-plan"),
+        _app("regionflow run plan", "dag_run", "regionflow-run-plan"),
+        _app("regionflow timeline", "dag_run", "regionflow-timeline"),
+        _app("regionflow attempts", "task_instance", "regionflow-attempts"),
     ]
 
 
-__all__ = ["LazyApp", "RegionflowPlugin", "URL_PREFIX"]
+__all__ = ["BUNDLE_URL", "LazyApp", "RegionflowPlugin", "URL_PREFIX"]

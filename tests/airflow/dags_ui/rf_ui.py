@@ -23,3 +23,25 @@ with DAG("ui_region", schedule=None, start_date=datetime(2026, 1, 1), catchup=Fa
     count = SparkVertexOperator(task_id="count", parallelism=2, fn=job.count_per_customer, sink="ui/counts")
     source >> hash_by("customer_id") >> count  # pipelined by the mode below, so other modes split it
 regionflow.transform(ui_region, mode="all-pipelined")
+
+
+def _tpch_dag(query, mode):
+    """TPC-H Q<query>'s job (`regionflow.examples.tpch`) as a DAG, one operator per vertex: what the plan
+    page draws at real size (Q9: 10 vertices, 9 edges). Parsed, never run by the tests."""
+    from regionflow.examples.tpch import build_job
+    from regionflow.operators import broadcast, forward, rebalance, rescale
+
+    exchanges = {"forward": forward, "rescale": rescale, "rebalance": rebalance, "broadcast": broadcast}
+    graph = build_job(query, parallelism=2)
+    with DAG(f"ui_tpch_q{query}", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+        ops = {name: SparkVertexOperator(task_id=name, parallelism=vertex.parallelism, fn=vertex.fn,
+                                         sink=vertex.sink.path if vertex.sink else None)
+               for name, vertex in graph.vertices.items()}
+        for edge in graph.edges:
+            kind = edge.distribution.value
+            ops[edge.src] >> (hash_by(*edge.keys) if kind == "hash" else exchanges[kind]()) >> ops[edge.dst]
+    regionflow.transform(dag, mode=mode)
+    return dag
+
+
+ui_tpch_q9 = _tpch_dag(9, "all-blocking")
