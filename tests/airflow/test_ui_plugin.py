@@ -29,7 +29,8 @@ def stack(tmp_path_factory):
         for dag_id in ("ui_hold", "ui_region"):
             airflow.wait_for_dag(dag_id)
             airflow.unpause(dag_id)
-        airflow.wait_for_dag("ui_tpch_q9")  # drawn, never run
+        for dag_id in ("ui_tpch_q9", "ui_wide"):
+            airflow.wait_for_dag(dag_id)  # drawn, never run
         yield airflow
 
 
@@ -229,6 +230,13 @@ def test_in_a_browser_the_pages_show_the_queue_occupancy_the_plan_and_the_timeli
         wait_for(lambda: len(_rects(browser, "#drawing g.region > rect")) == 1, 30, "one region when all-pipelined")
         assert "preview" in browser.find_element(By.ID, "summary").text
         assert script_errors(browser) == []
+
+        # a plan too big to draw is summarized per region
+        browser.get(f"{stack.api_url}/dags/ui_wide/plugin/regionflow-plan")
+        summary = wait_for(lambda: table_rows(browser, "region-summary"), 60, "the region summary")
+        assert [row[2:4] for row in summary] == [["90", "90"]]  # one region: 90 vertices, 90 subtasks
+        assert "90 vertices are more than 80 to draw" in browser.find_element(By.ID, "drawing-summary").text
+        assert not browser.find_elements(By.CSS_SELECTOR, "#drawing g.vertex")
 
         # the plan of a run: one region around both vertices, its box in the run's state
         browser.get(f"{stack.api_url}/dags/ui_region/runs/{quote(first, safe='')}/plugin/regionflow-run-plan")

@@ -296,3 +296,23 @@ def test_plan_rejects_bad_mode():
     with pytest.raises(RegionflowError) as info:
         Plan(make_job({"A": 1}), "sometimes")
     assert "'sometimes'" in str(info.value)
+
+
+def _chain(names):
+    from regionflow.core.graph import JobGraph
+
+    graph = JobGraph("chain")
+    for name in names:
+        graph.add_vertex(name, 1)
+    for src, dst in zip(names, names[1:], strict=False):
+        graph.connect(src, dst, "forward")
+    return Plan(graph.validate(), "all-pipelined")
+
+
+def test_a_region_task_id_is_its_vertices_joined_while_airflow_allows_it():
+    assert _chain(["source", "count"]).region_task_id(0) == "source__count"
+    long = _chain([f"step{i:02d}" for i in range(90)])  # 90 x 6 characters joined: more than Airflow's 250
+    assert long.region_task_id(0) == "step00__88_more__step89"
+    huge = [f"{'v' * 120}{i}" for i in range(3)]  # even first and last are too long together
+    task_id = _chain(huge).region_task_id(0)
+    assert len(task_id) <= 200 and task_id != _chain([*huge[:2], "other"]).region_task_id(0)

@@ -9,6 +9,7 @@ from ``(job spec, mode)`` in O(n), so that pair (`Plan.reference`) is what cross
 """
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from .resources import UNKNOWN, ResourceProfile
 from .topology import ExecutionTopology
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
+# the longest region task id (Airflow's limit is 250; the transformer appends suffixes such as "__speculation")
+MAX_TASK_ID = 200
 
 
 def graph_of_reference(reference: Mapping[str, Any]) -> JobGraph:
@@ -93,9 +96,18 @@ class Plan:
 
     def region_task_id(self, logical: int) -> str:
         """The id of the task that runs logical region `logical` once a DAG is transformed: its vertex
-        names joined by ``__`` (``source__count``)."""
-        names = self.topology.vertex_names
-        return "__".join(names[v] for v in self.region_set.logical[logical].vertices)
+        names joined by ``__`` (``source__count``). Longer than `MAX_TASK_ID` (Airflow allows 250
+        characters; the transformer appends suffixes such as ``__speculation``): the first and last
+        vertex with the count between (``step00__88_more__step89``), unique since a vertex is in one
+        region, and cut with a digest of the whole name where even that is too long."""
+        names = [self.topology.vertex_names[v] for v in self.region_set.logical[logical].vertices]
+        joined = "__".join(names)
+        if len(joined) <= MAX_TASK_ID:
+            return joined
+        short = f"{names[0]}__{len(names) - 2}_more__{names[-1]}"
+        if len(short) <= MAX_TASK_ID:
+            return short
+        return f"{joined[:MAX_TASK_ID - 10]}__{hashlib.sha1(joined.encode()).hexdigest()[:8]}"
 
     def region_name(self, region: Region) -> str:
         """``<logical name>[k]``: the k-th execution region of its logical region."""

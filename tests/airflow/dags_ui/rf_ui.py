@@ -45,3 +45,10 @@ def _tpch_dag(query, mode):
 
 
 ui_tpch_q9 = _tpch_dag(9, "all-blocking")
+
+with DAG("ui_wide", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as ui_wide:
+    # 90 vertices: more than the plan page draws (ui/src/PlanPage.tsx DRAW_LIMIT), so it summarizes the regions
+    steps = [SparkVertexOperator(task_id=f"step{i:02d}", parallelism=1, fn=job.generate_orders) for i in range(90)]
+    for upstream, downstream in zip(steps, steps[1:], strict=False):
+        upstream >> downstream
+regionflow.transform(ui_wide, mode="all-pipelined")
