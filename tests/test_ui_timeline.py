@@ -45,9 +45,11 @@ def test_a_jobs_blocks_include_expired_ones_and_those_for_every_job_oldest_first
     at(clock, 1020.0, store.block, EVERY_JOB, "b", 1500.0, "host lost")
     at(clock, 1000.0, store.block, "d/r", "a", 1010.0, "slow attempt x")  # expired long ago
     at(clock, 1030.0, store.block, "other/r", "a", 1500.0, "not this run")
+    at(clock, 1040.0, store.block, "d/r#copy:7", "a", 1500.0, "a copy avoids the slow host")
+    at(clock, 1050.0, store.block, "d/rr#copy:8", "a", 1500.0, "a copy of another run")
     blocks = store.blocks("d/r")
     assert [(b.job_id, b.host, b.added_at, b.expires_at) for b in blocks] == [
-        ("d/r", "a", 1000.0, 1010.0), (EVERY_JOB, "b", 1020.0, 1500.0)]
+        ("d/r", "a", 1000.0, 1010.0), (EVERY_JOB, "b", 1020.0, 1500.0), ("d/r#copy:7", "a", 1040.0, 1500.0)]
 
 
 def test_grants_active_between_overlap_the_window_and_rejected_ones_do_not_wait_forever(store, clock):

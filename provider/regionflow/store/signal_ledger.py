@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
@@ -66,8 +66,10 @@ class SignalLedger(LedgerBase):
 
     @retried
     def blocks(self, job_id: str) -> list[BlockRecord]:
-        """Every entry of `job_id` and of `EVERY_JOB`, expired ones included, oldest added first."""
-        query = select(BlockRow).where(BlockRow.job_id.in_((job_id, EVERY_JOB)))
+        """Every entry of `job_id`, of its speculative copies' jobs (``<job_id>#copy:<id>``: the hosts a copy
+        avoids) and of `EVERY_JOB`, expired ones included, oldest added first."""
+        query = select(BlockRow).where(or_(BlockRow.job_id.in_((job_id, EVERY_JOB)),
+                                           BlockRow.job_id.startswith(f"{job_id}#", autoescape=True)))
         with self._read() as session:
             rows = session.scalars(query.order_by(BlockRow.added_at, BlockRow.job_id, BlockRow.host))
             return [_block_record(row) for row in rows]

@@ -3,7 +3,7 @@
 One row per slot of the cluster; on it, bars: a grant's wait in the FIFO queue (placed on the slot it was
 finally given; a grant never given one goes to the chart's queue row, host and slot None) and each Spark
 attempt of a region, one bar per slot of the grant it ran in, with speculative copies marked and linked to
-the attempt they were started against. Blocklist entries of the run (and those for every job) are spans on
+the attempt they were started against. Blocklist entries of the run, of its copies and for every job are spans on
 their host. No Airflow import here: the caller passes the store and the cluster.
 """
 from __future__ import annotations
