@@ -15,7 +15,6 @@ const GLOBALS: Record<string, string> = {
 
 export default defineConfig({
   esbuild: { jsx: "automatic", legalComments: "none" },
-  define: { "process.env.NODE_ENV": JSON.stringify("production") },
   build: {
     outDir: resolve(__dirname, "../provider/regionflow/ui/static"),
     emptyOutDir: true,

@@ -27,8 +27,6 @@ function regionTitle(r: PlanRegion): string {
 
 function Drawing({ view }: { view: PlanView }) {
   const layout = useMemo(() => layOut(view), [view]);
-  const exchange = new Map(view.edges.map((e) => [`${e.src}->${e.dst}`, e]));
-  const parallelism = new Map(view.vertices.map((v) => [v.name, v.parallelism]));
   return (
     <Box id="drawing" overflow="auto" borderWidth="1px" borderRadius="md" maxH="75vh" bg={PANEL}>
       <svg width={layout.width} height={layout.height} data-vertices={view.vertices.length}>
@@ -51,12 +49,11 @@ function Drawing({ view }: { view: PlanView }) {
             </g>
           );
         })}
-        {layout.edges.map((e, i) => {
-          const edge = exchange.get(`${e.src}->${e.dst}`)!;
-          const middle = e.points[Math.floor(e.points.length / 2)];
+        {layout.edges.map(({ edge, points }, i) => {
+          const middle = points[Math.floor(points.length / 2)];
           return (
-            <g key={i} className="edge" data-src={e.src} data-dst={e.dst} data-exchange={edge.exchange}>
-              <path d={path(e.points)} fill="none" stroke={INK} strokeWidth={1.4} markerEnd="url(#rf-plan-arrow)"
+            <g key={i} className="edge" data-src={edge.src} data-dst={edge.dst} data-exchange={edge.exchange}>
+              <path d={path(points)} fill="none" stroke={INK} strokeWidth={1.4} markerEnd="url(#rf-plan-arrow)"
                     strokeDasharray={edge.exchange === "blocking" ? "6 4" : undefined} />
               <text x={middle.x} y={middle.y - 4} style={{ fontSize: 10 }} textAnchor="middle" fill={MUTED_INK}>
                 {edge.distribution.toLowerCase()}
@@ -72,7 +69,7 @@ function Drawing({ view }: { view: PlanView }) {
                     stroke={stateColor("running")} strokeWidth={1.4} />
               <text x={b.x + b.width / 2} y={b.y + 17} style={{ fontSize: 12 }} textAnchor="middle" fill={INK}>{v.name}</text>
               <text x={b.x + b.width / 2} y={b.y + 32} style={{ fontSize: 10 }} textAnchor="middle" fill={MUTED_INK}>
-                {`parallelism ${parallelism.get(v.name)}`}
+                {`parallelism ${v.parallelism}`}
               </text>
             </g>
           );

@@ -1,16 +1,11 @@
 // Colours from Airflow's theme: its semantic tokens per task state (success, failed, running, ...)
 // as Chakra's CSS variables, so light and dark mode follow Airflow's. Fallbacks for a page outside it.
 
+// regionflow's own states (attempts, grants) in Airflow's palettes; Airflow's task-instance states, which
+// name their own palette, are in FALLBACK
 const STATE_PALETTE: Record<string, string> = {
-  // attempts (regionflow's states)
-  succeeded: "success", running: "running", failed: "failed", killed: "upstream_failed",
-  lost_commit: "skipped", created: "scheduled",
-  // grants
-  waiting: "queued", granted: "queued", released: "queued", rejected: "failed", lost: "removed",
-  // task instances (Airflow's own states keep their palette)
-  success: "success", queued: "queued", scheduled: "scheduled", skipped: "skipped",
-  upstream_failed: "upstream_failed", up_for_retry: "up_for_retry", deferred: "deferred",
-  removed: "removed", restarting: "restarting", mixed: "running",
+  succeeded: "success", killed: "upstream_failed", lost_commit: "skipped", created: "scheduled",
+  waiting: "queued", granted: "queued", released: "queued", rejected: "failed", lost: "removed", mixed: "running",
 };
 
 const FALLBACK: Record<string, string> = {
@@ -20,7 +15,8 @@ const FALLBACK: Record<string, string> = {
 };
 
 /** The palette (Airflow's token name) a state is drawn in. */
-export const paletteOf = (state: string | null | undefined): string => STATE_PALETTE[state ?? ""] ?? "none";
+export const paletteOf = (state: string | null | undefined): string =>
+  STATE_PALETTE[state ?? ""] ?? (state && Object.hasOwn(FALLBACK, state) ? state : "none");
 
 /** A CSS colour for a state: `solid` fill, `muted` background, `fg` text. */
 export function stateColor(state: string | null | undefined, shade: "solid" | "muted" | "fg" = "solid"): string {

@@ -2,7 +2,7 @@
 // own graph view uses with ELK), with each logical region as a box around its vertices.
 import dagre from "@dagrejs/dagre";
 
-import type { PlanRegion, PlanView } from "./types";
+import type { PlanEdge, PlanRegion, PlanView } from "./types";
 
 /** A region's heading in the drawing (its state shows as the box's colour and in the regions table). */
 export function regionHead(r: PlanRegion): string {
@@ -16,7 +16,7 @@ export type Layout = {
   width: number; height: number;
   vertices: Map<string, Placed>;
   regions: Map<number, Placed>;
-  edges: { src: string; dst: string; points: Point[] }[];
+  edges: { edge: PlanEdge; points: Point[] }[];
 };
 
 export const NODE_H = 42;
@@ -29,12 +29,12 @@ export function layOut(view: PlanView): Layout {
   g.setGraph({ rankdir: "LR", nodesep: 30 + REGION_HEAD, ranksep: 80, marginx: 16, marginy: 16 + REGION_HEAD });
   g.setDefaultEdgeLabel(() => ({}));
   for (const region of view.regions) g.setNode(`region:${region.index}`, { paddingTop: REGION_HEAD });
-  const sizes = new Map(view.regions.map((r) => [r.index, r.vertices.length]));
-  const headWidth = new Map(view.regions.map((r) => [r.index, regionHead(r).length * 6.2 + 16]));
+  // a region of one vertex is as wide as that vertex: make that vertex wide enough for the region's heading
+  const headWidth = new Map(view.regions.filter((r) => r.vertices.length === 1)
+    .map((r) => [r.index, regionHead(r).length * 6.2 + 16]));
   for (const v of view.vertices) {
     const text = Math.max(v.name.length, `parallelism ${v.parallelism}`.length);
-    // a region of one vertex is as wide as that vertex: make room for the region's heading
-    const own = sizes.get(v.region) === 1 ? headWidth.get(v.region) ?? 0 : 0;
+    const own = headWidth.get(v.region) ?? 0;
     g.setNode(`v:${v.name}`, { width: Math.max(90, text * CHAR_W + 24, own), height: NODE_H });
     g.setParent(`v:${v.name}`, `region:${v.region}`);
   }
@@ -47,8 +47,8 @@ export function layOut(view: PlanView): Layout {
   };
   const vertices = new Map(view.vertices.map((v) => [v.name, box(`v:${v.name}`)]));
   const regions = new Map(view.regions.map((r) => [r.index, box(`region:${r.index}`, REGION_HEAD)]));
-  const edges = view.edges.map((e, i) => ({ src: e.src, dst: e.dst,
-                                            points: g.edge({ v: `v:${e.src}`, w: `v:${e.dst}`, name: String(i) }).points }));
+  const edges = view.edges.map((edge, i) => ({
+    edge, points: g.edge({ v: `v:${edge.src}`, w: `v:${edge.dst}`, name: String(i) }).points }));
   const graph = g.graph();
   return { width: graph.width ?? 0, height: graph.height ?? 0, vertices, regions, edges };
 }

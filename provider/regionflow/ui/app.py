@@ -89,8 +89,7 @@ def build_app() -> FastAPI:
     def attempts(dag_id: str, run_id: str, session: SessionDep,
                  task_id: str | None = Query(default=None)) -> dict[str, Any]:
         view = run_view(_store(), dag_id, run_id, task_id)
-        view["run_state"] = run_state(session, dag_id, run_id)
-        view["active"] = view["run_state"] in ACTIVE_RUN_STATES  # the page refreshes while this holds
+        _with_run_state(view, run_state(session, dag_id, run_id))
         if not view["tasks"]:
             task = f" task {task_id!r}" if task_id else ""
             raise HTTPException(404, f"regionflow has no attempts of DAG {dag_id!r} run {run_id!r}{task}; "
@@ -120,9 +119,7 @@ def build_app() -> FastAPI:
                              slot_use(grants) if run_id else None)
         except SpecError as error:
             raise HTTPException(400, f"mode: {error}") from None
-        view["run_state"] = state
-        view["active"] = state in ACTIVE_RUN_STATES
-        return view
+        return _with_run_state(view, state)
 
     @app.get("/api/dags/{dag_id}/runs/{run_id}/timeline",
              dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))])
@@ -131,9 +128,7 @@ def build_app() -> FastAPI:
         if state is None:
             raise HTTPException(404, f"DAG {dag_id!r} has no run {run_id!r}; check the ids")
         view = run_timeline(_store(), _config().cluster, dag_id, run_id)
-        view["run_state"] = state
-        view["active"] = state in ACTIVE_RUN_STATES
-        return view
+        return _with_run_state(view, state)
 
     @app.get("/api/cluster/history")
     def history(user: GetUserDep, hours: float = Query(default=3.0)) -> dict[str, Any]:
@@ -154,6 +149,14 @@ def build_app() -> FastAPI:
 
 
 ACTIVE_RUN_STATES = ("queued", "running")
+
+
+def _with_run_state(view: dict[str, Any], state: str | None) -> dict[str, Any]:
+    """The view with its DAG run's state and ``active``: whether the run is queued or running, which is
+    while a page of it keeps refreshing."""
+    view["run_state"] = state
+    view["active"] = state in ACTIVE_RUN_STATES
+    return view
 
 
 __all__ = ["build_app"]

@@ -14,9 +14,7 @@ from typing import Any
 from ..scheduling.hosts import Cluster
 from ..store import RegionflowStore, job_id_for
 from ..store.grant_ledger import grant_end
-from ..store.records import AttemptRecord, GrantRecord
-
-WAITING = "waiting"  # the state of a wait bar that is still open
+from ..store.records import AttemptRecord, GrantRecord, GrantState
 
 
 def run_timeline(store: RegionflowStore | None, cluster: Cluster, dag_id: str, run_id: str,
@@ -48,7 +46,7 @@ def _wait_bar(grant: GrantRecord) -> dict[str, Any]:
     """The grant's time in the queue: submitted until granted (else until it ended; None: still waiting)."""
     end = grant.granted_at if grant.granted_at is not None else grant_end(grant)
     host, slot = grant.slots[0] if grant.slots else (None, None)
-    state = WAITING if end is None else grant.state.value
+    state = GrantState.WAITING.value if end is None else grant.state.value
     return {**_common(grant.task_id, grant.map_index, grant.label, len(grant.slots) or len(grant.requests)),
             "id": f"wait:{grant.bulk_id}", "kind": "wait", "host": host, "slot": slot,
             "start": grant.submitted_at, "end": end, "state": state, "speculative": False, "winner": False,
