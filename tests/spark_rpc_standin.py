@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 
 STREAM_FAILURE = 8
 
@@ -18,7 +19,9 @@ STREAM_FAILURE = 8
 class SparkRpcStandin:
     """A listener on 127.0.0.1 (`port`) answering each request frame with a stream failure; a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, reply_delay: float = 0.0) -> None:
+        """`reply_delay`: seconds between reading a request and answering it (a slow link's queue)."""
+        self.reply_delay = reply_delay
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen()
@@ -42,6 +45,7 @@ class SparkRpcStandin:
                 error = b"Stream '" + stream_id + b"' was not found."
                 message = (bytes([STREAM_FAILURE]) + struct.pack(">i", len(stream_id)) + stream_id
                            + struct.pack(">i", len(error)) + error)
+                time.sleep(self.reply_delay)
                 connection.sendall(struct.pack(">q", 8 + len(message)) + message)
                 connection.recv(1)  # until the client closes
 

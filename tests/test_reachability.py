@@ -148,3 +148,17 @@ def test_the_spark_rpc_probe_is_answered_only_by_a_process_that_replies_with_a_s
     length, kind, id_size = struct.unpack(">qBi", frame[:13])
     assert (length, kind, id_size) == (len(frame), 6, len(frame) - 13)
     assert frame[13:] == b"/files/regionflow-liveness-probe"
+
+
+def test_a_master_answering_late_over_a_slow_busy_link_still_counts_as_answering():
+    """On a slow link carrying bulk data a probe's answer took up to 2.3 s (96 kbit/s, six transfers): the
+    host watch's probe waits `MASTER_PROBE_TIMEOUT_S` (5 s) for it, so that link is not taken for a lost host
+    (with the 2 s it had, 23 of 30 probes failed there and live attempts were killed as host lost)."""
+    from spark_rpc_standin import SparkRpcStandin
+
+    from regionflow.spark.launch.watch import MASTER_PROBE_TIMEOUT_S
+    from regionflow.spark.servers.reachability import any_speaks_spark_rpc
+
+    with SparkRpcStandin(reply_delay=2.5) as master:
+        assert not any_speaks_spark_rpc([(LOOPBACK, master.port)], 2.0)
+        assert any_speaks_spark_rpc([(LOOPBACK, master.port)], MASTER_PROBE_TIMEOUT_S)

@@ -25,6 +25,7 @@ DAG_ID = "orders_host_loss"
 # Airflow fails a task instance whose heartbeats stopped after this long (default 300 s): the end of a try
 # whose supervising worker was killed. Live tasks heartbeat every 2 s (the stack's min_heartbeat_interval).
 HEARTBEAT_TIMEOUT_S = 60
+EXECUTION_API_RETRIES = 10
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,11 @@ def stack(tmp_path_factory):
     options = {"hosts": "a:slots=4;b:slots=4", "max_shards": "1", "data_dir": str(home / "data"),
                "backend": "session", "blocklist_expiry": "600", "lost_host_probe_interval": "2"}
     extra = {"scheduler": {"task_instance_heartbeat_timeout": str(HEARTBEAT_TIMEOUT_S),
-                           "task_instance_heartbeat_timeout_detection_interval": "5"}}
+                           "task_instance_heartbeat_timeout_detection_interval": "5"},
+             # a task process started while the api-server is down (killed below) retries its execution API
+             # calls; the default 5 tries wait ~15 s in all, shorter than a restart on a loaded box (a try of
+             # `products` failed while still queued, twice, in 11 s each): 10 tries wait minutes
+             "workers": {"execution_api_retries": str(EXECUTION_API_RETRIES)}}
     with EmbeddedAirflow(str(home), str(dags), regionflow_options=options, extra_config=extra) as airflow:
         yield airflow
 

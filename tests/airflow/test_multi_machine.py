@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from browser import wait_for
@@ -71,8 +72,10 @@ def lab(tmp_path_factory):
     shutil.copy(os.path.join(HERE, "dags_speculation", "rf_speculation.py"), dags)
     tpch_dir = tpch_data.generate(TPCH_SF, str(home / "tpch"))
     with Machines(["m2", "m3"]) as machines:
-        clusters = {name: _standalone(machines[name], str(home / f"spark-{name}")).start() for name in ("m2", "m3")}
+        clusters = {name: _standalone(machines[name], str(home / f"spark-{name}")) for name in ("m2", "m3")}
         try:
+            with ThreadPoolExecutor(len(clusters)) as pool:  # two JVM pairs start in half the time
+                list(pool.map(StandaloneCluster.start, clusters.values()))
             hosts = ";".join(f"{name}:slots=2,mem=1g,{cluster.host_fields}" for name, cluster in clusters.items())
             options = {"hosts": hosts, "max_shards": "4", "data_dir": str(home / "data"), "data_dir_shared": "true",
                        "backend": "session", "bind_address": machines.address,
@@ -191,14 +194,15 @@ def test_on_a_slow_link_a_copy_on_the_other_machine_wins(lab, orders_reference):
     machines.slow("m3", "96kbit")
     try:
         run_id = run(stack, dag_id)
-        assert stack.wait_for_run(dag_id, run_id, timeout=900) == "success"
+        state = stack.wait_for_run(dag_id, run_id, timeout=900)
     finally:
         machines.restore("m3")
     store = _store(stack)
     attempts = store.attempts(dag_id, run_id)
     winners = {c.unit_key: c.winner_attempt for c in store.commits(dag_id, run_id)}
     summary = "\n".join(f"{a.task_id}[{a.map_index}] on {a.host}: {a.state.value}{' (copy)' if a.speculative else ''}"
-                        f" {a.duration_s and round(a.duration_s, 1)} s" for a in attempts)
+                        f" {a.duration_s and round(a.duration_s, 1)} s {(a.message or '')[:300]}" for a in attempts)
+    assert state == "success", f"{state}\n{summary}\n{stack.failed_task_logs(dag_id, run_id)}"
     won = [a for a in attempts if a.speculative and winners.get(a.unit_key) == a.attempt_id]
     assert any(copy.host == "m2" and any(a.unit_key == copy.unit_key and not a.speculative and a.host == "m3"
                                          for a in attempts) for copy in won), summary

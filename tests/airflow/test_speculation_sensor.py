@@ -121,6 +121,21 @@ def test_done_when_the_region_task_instances_all_finished(env, dag_and_sensor):
     assert sensor.poke({"dag": dag, "run_id": RUN, "ti": ti}) is False
 
 
+def test_a_poke_that_cannot_reach_the_store_fails_nothing_and_ends_with_the_region(env, dag_and_sensor, tmp_path,
+                                                                                    monkeypatch):
+    """The sensor is a leaf task: an exception out of its poke would fail the DAG run although every region
+    task succeeded. It logs the failure and is done exactly when the region's task instances are."""
+    dag, sensor = dag_and_sensor
+    monkeypatch.setenv("AIRFLOW__REGIONFLOW__STORE_URL", f"sqlite:///{tmp_path}/no/such/dir/regionflow.db")
+    ti = FakeTI({RUN: {f"{REGION}_0": "success", f"{REGION}_1": "running"}})
+    assert sensor.poke({"dag": dag, "run_id": RUN, "ti": ti}) is False
+    ti.states = {RUN: {f"{REGION}_0": "success", f"{REGION}_1": "success"}}
+    assert sensor.poke({"dag": dag, "run_id": RUN, "ti": ti}) is True
+    assert len(ti.asked) == 2  # both pokes fell back to the task instances' states
+    with pytest.raises(Exception):  # noqa: B017 - the store really is unreachable: any error of the driver
+        sensor.watch({"dag": dag, "run_id": RUN, "ti": ti})
+
+
 def test_quantile_not_reached_means_no_copy(env, dag_and_sensor):
     dag, sensor = dag_and_sensor
     clock = Clock()

@@ -99,6 +99,19 @@ class SpeculationSensor(BaseSensorOperator):
     # ---- poke -----------------------------------------------------------------------------------
 
     def poke(self, context: Any) -> bool:
+        """One look at the region's shards. Speculation only ever saves time, so a poke that fails (a store
+        that cannot be read or written just now, a copy template that cannot be written) fails nothing: it
+        says why in the log, and the sensor is done once the region's task instances are, as always."""
+        try:
+            if self.watch(context):
+                return True
+        except Exception as error:  # noqa: BLE001 - the sensor is a leaf: raising would fail the DAG run
+            self.log.warning("speculation for %s: this poke failed (%s: %s); the next one tries again",
+                             self.region_task_id, type(error).__name__, error)
+        return self.region_finished(context)
+
+    def watch(self, context: Any) -> bool:
+        """Detect slow attempts, ask for their copies, record the metrics; True once every shard finished."""
         rf_config = RegionflowConfig.from_airflow()
         store = RegionflowStore.from_config(rf_config.store_url)
         dag, run_id = context["dag"], context["run_id"]
@@ -116,7 +129,7 @@ class SpeculationSensor(BaseSensorOperator):
             self.log.info("every shard of %s finished (%d copies won)", self.region_task_id,
                           int(flat.get("regionflow.speculation.copies_won", 0)))
             return True
-        return self.region_finished(context)
+        return False
 
     def snapshot(self, store: RegionflowStore, dag_id: str, run_id: str) -> tuple[ShardView, ...]:
         views = [AttemptView(shard=max(r.map_index, 0), attempt_id=r.attempt_id, host=r.host,

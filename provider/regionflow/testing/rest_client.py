@@ -196,6 +196,21 @@ class AirflowRestClient:
         response = self._call("GET", path, params=params, headers={"Accept": "application/json"})
         return "\n".join(_log_line(event) for event in response.json().get("content", []))
 
+    def failed_task_logs(self, dag_id: str, run_id: str, lines: int = 40) -> str:
+        """The last `lines` of the last try's log of each failed task instance of the run (a failed test's
+        explanation)."""
+        parts = []
+        for ti in self.task_instances(dag_id, run_id):
+            if ti["state"] != "failed":
+                continue
+            try:
+                text = self.task_log(dag_id, run_id, ti["task_id"], max(ti["try_number"], 1), ti["map_index"])
+            except ApiError as error:
+                text = f"(no log: {error})"
+            tail = "\n".join(text.splitlines()[-lines:])
+            parts.append(f"--- {ti['task_id']}[{ti['map_index']}] try {ti['try_number']}:\n{tail}")
+        return "\n".join(parts)
+
     def _paged(self, path: str, key: str, **params: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         while True:

@@ -38,7 +38,7 @@ from .masters import Master, MasterKind, master_problem
 
 DEFAULT_WATCH_INTERVAL_S = 1.0
 DEFAULT_HOST_LOST_TIMEOUT_S = 30.0
-MASTER_PROBE_TIMEOUT_S = 2.0  # how long a standalone master may take to answer one probe request
+MASTER_PROBE_TIMEOUT_S = LOSS_HANDSHAKE_TIMEOUT_S  # how long a standalone master may take to answer one probe
 
 
 class _SubmissionWatcher:

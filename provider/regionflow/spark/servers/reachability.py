@@ -26,8 +26,12 @@ from collections.abc import Iterable
 
 DEFAULT_CONNECT_TIMEOUT_S = 1.0
 DEFAULT_HANDSHAKE_TIMEOUT_S = 2.0
-# before an attempt is called lost on its server's silence: a live server answers in milliseconds, a busy
-# one (a JVM in a garbage-collection pause) gets time
+# one probe's deadline before an attempt is called lost on its server's or master's silence. A live server
+# answers in milliseconds, but a busy one (a JVM in a garbage-collection pause) gets time, and so does a slow,
+# busy link: a probe crosses the link's queue twice (connect, request) behind the bulk data in it. Measured on a
+# 96 kbit/s link carrying 6 bulk transfers (a token bucket with a 1 s queue, tests/airflow/test_multi_machine.py):
+# answers took 0.7-2.3 s; with a 2 s deadline 7 of 30 probes counted as answers, and 30 s of "silence" ended
+# live attempts as lost hosts; with 5 s all 30 did
 LOSS_HANDSHAKE_TIMEOUT_S = 5.0
 
 # RFC 9113, section 3.4: the client connection preface, then an empty SETTINGS frame
