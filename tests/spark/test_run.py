@@ -165,17 +165,21 @@ def test_missing_input_path_fails_before_spark(tmp_path, no_spark):
         runner.run()
 
 
-def test_adaptive_parallelism_is_2_on_2_slots_and_8_on_8_with_identical_results(tmp_path):
+def test_adaptive_parallelism_is_2_on_2_slots_and_8_on_8_with_identical_results(tmp_path, shared_servers):
     """`regionflow run` decides [2, 8] from the cluster; the region program plans with the same value
-    (its sink files are named by the subtasks that wrote them)."""
+    (its sink files are named by the subtasks that wrote them). On the session's shared Connect server (a
+    spark-submit per run cost ~35 s each here): the cluster of 2 or 8 slots sizes the grant and the Spark job,
+    whatever cores the server has."""
     from regionflow.core.adaptive import decide
 
+    servers, _ = shared_servers
     job = "rf_test_jobs:adaptive_job"
     figures = {}
     for slots in (2, 8):
         graph, decisions = decide(load_job(job), slots, "all-pipelined")
         assert decisions == {"orders": slots, "per_customer": slots}
-        runner = LocalRunner(job, Plan(graph, "all-pipelined"), options(tmp_path / f"s{slots}", slots))
+        runner = LocalRunner(job, Plan(graph, "all-pipelined"),
+                             options(tmp_path / f"s{slots}", slots, backend="session", servers=servers))
         summary = runner.run()
         sink = summary.sinks["per_customer"]
         (unit,) = summary.units
