@@ -166,6 +166,28 @@ def test_the_session_backend_probes_the_hosts_spark_connect_server(tmp_path):
     assert probe.answers("b") is None
 
 
+def test_a_session_host_whose_server_was_stopped_for_its_lost_master_is_back_when_the_master_answers(tmp_path):
+    """When a machine is lost its host's Connect server is stopped (its application would never get an
+    executor from that master again) and the next attempt starts it anew; so once the master answers again the
+    host is usable, and the probe says so instead of leaving the entry to its whole expiry."""
+    from regionflow.spark.servers.connect import MASTER_LOST
+
+    master = SparkRpcStandin()
+    cluster = Cluster.parse(f"a:slots=1,master=spark://127.0.0.1:{master.port};b:slots=1")
+    servers = SessionServers(cluster, str(tmp_path), base_port=free_port())
+    probe = SparkHostProbe(cluster, servers)
+    servers.server("a").stop_idle(why=MASTER_LOST)
+    servers.server("b").stop_idle(why=MASTER_LOST)  # local[k]: no master to ask
+    with master:
+        assert probe.answers("a") is True
+        servers.server("a").stop_idle()  # stopped for being idle: a host lost with it did not start
+        assert probe.answers("a") is None
+        servers.server("a").stop_idle(why=MASTER_LOST)
+        assert probe.answers("a") is True
+    assert probe.answers("a") is False  # the master is silent again: still lost
+    assert probe.answers("b") is None
+
+
 def test_a_session_host_with_a_standalone_master_answers_only_when_both_do(tmp_path):
     master = SparkRpcStandin()
     cluster = Cluster.parse(f"a:slots=1,master=spark://127.0.0.1:{master.port}")

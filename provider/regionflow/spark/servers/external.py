@@ -20,6 +20,7 @@ class ExternalServer:
     """The Spark Connect server of `host`, named by its Airflow connection `host.conn_id`."""
 
     stopped_idle = False  # nobody here stops it
+    stop_reason = ""  # (so never for a reason either)
 
     def __init__(self, host: Host, resolve: Callable[[str, str], ConnectEndpoint] = connect_endpoint) -> None:
         if host.conn_id is None:

@@ -8,7 +8,9 @@ The same things are probed here, with the same checks (`reachability`):
   that still holds its port does not), and, when the host names a standalone master, that master
   answers a request on its RPC port (a stopped or hung master does not). A server stopped for being idle is
   started again by the next attempt, so a host lost with one did not start: nothing to probe, its
-  entry expires;
+  entry expires. A server regionflow stopped because its master went away (the machine was lost) is
+  started again by the next attempt too, and needs only that master: the host is back once the master
+  answers (the machine came back), not after the entry's whole expiry;
 - submit backend: the host's standalone master answers a request on its RPC port;
 - anything else (``local[k]``, YARN, Kubernetes, a host no longer in the cluster): cannot tell (None),
   and the entry simply expires after ``blocklist_expiry``.
@@ -21,6 +23,7 @@ from ...core.errors import SpecError
 from ..launch.backends import configured_servers
 from ..launch.targets import spark_target
 from ..launch.watch import MASTER_PROBE_TIMEOUT_S, standalone_masters
+from .connect import MASTER_LOST
 from .reachability import any_speaks_spark_rpc
 from .session_servers import SessionServers
 
@@ -52,8 +55,10 @@ class SparkHostProbe:
             return False
         if self.servers is not None:
             server = self.servers.server(host)
-            if server.stopped_idle:  # lost although the next attempt starts it again: it did not start
-                return None
+            if server.stopped_idle:
+                if masters and server.stop_reason == MASTER_LOST:  # the master answered just above
+                    return True
+                return None  # lost although the next attempt starts it again: it did not start
             return server.serving()
         return True if masters else None
 
