@@ -79,6 +79,7 @@ bytecode: venv
 # stay in one process; each worker starts the session's Spark server and PostgreSQL once, and the workers share
 # the migrated Airflow database). A heavy test mostly waits (heartbeats, polls, JVM starts): the heavy part used
 # 59 % of the 2 cores serially and took 2,517 s; on 2 workers 92 % and 1,737 s (0.69x, 2026-12-04, 217 passed).
+# The modules go longest first (tests/suite_order.py, by tests/module_seconds.json), not xdist's most-tests-first.
 # HEAVY_WORKERS=0 runs them serially in this process. It fails if either part failed (pytest's
 # exit code 5, no test selected, counts as passed: PYTEST_ARGS may select tests of one part only). The slowest 20
 # listed at the end are the heavy part's (no light test takes 15 s).
@@ -86,7 +87,7 @@ PYTEST := $(VPY) -m pytest tests -q -ra --timeout=900 --durations=20
 LIGHT_WORKERS ?= 2
 LIGHT := $(PYTEST) -n $(LIGHT_WORKERS) -m "not heavy and not long"
 HEAVY_WORKERS ?= 2
-HEAVY := $(PYTEST) -n $(HEAVY_WORKERS) --dist loadfile -m "heavy and not long"
+HEAVY := $(PYTEST) -n $(HEAVY_WORKERS) --dist loadfile --longest-first --no-loadscope-reorder -m "heavy and not long"
 
 test: venv bytecode
 	$(LIGHT) $(PYTEST_ARGS); light=$$?; \

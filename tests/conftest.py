@@ -5,6 +5,7 @@ import os
 import time
 
 import pytest
+import suite_order  # tests/suite_order.py
 
 # py4j logs from __del__ at interpreter exit, after logging's streams are closed; that noise would
 # follow pytest's summary line in CI's output
@@ -92,12 +93,29 @@ def is_heavy(item) -> bool:
             or (callspec is not None and callspec.params.get("store_url") == "postgresql"))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--longest-first", action="store_true",
+                     help="run the test modules longest first, by tests/module_seconds.json (tests/suite_order.py); "
+                          "with --dist loadfile, also pass --no-loadscope-reorder")
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
-def pytest_collection_modifyitems(items):
-    """Every test is heavy or quick: mark the heavy ones (`is_heavy`)."""
+def pytest_collection_modifyitems(config, items):
+    """Every test is heavy or quick: mark the heavy ones (`is_heavy`). With ``--longest-first``, the modules
+    go longest first (`suite_order`)."""
     for item in items:
         if is_heavy(item) and item.get_closest_marker("heavy") is None:
             item.add_marker(pytest.mark.heavy)
+    if config.getoption("longest_first"):
+        suite_order.longest_first(items)
+
+
+def pytest_runtest_logreport(report):
+    """Under pytest-xdist, the controller's record of each worker's modules (`suite_order.WorkerTimeline`)."""
+    node = getattr(report, "node", None)  # set by xdist's controller on a worker's report
+    if node is not None:
+        timeline = node.config.stash.setdefault(TIMELINE, suite_order.WorkerTimeline())
+        timeline.report(node.gateway.id, report.nodeid, report.duration)
 
 
 def pytest_collection_finish(session):
@@ -167,11 +185,19 @@ def pytest_sessionfinish(session):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """`machine_speed` again at the end: the box may have changed during the run."""
+    """Each xdist worker's modules (`suite_order`), then `machine_speed` again: the box may have changed."""
+    timeline = terminalreporter.config.stash.get(TIMELINE, None)
+    if timeline is not None:
+        for line in timeline.lines():
+            terminalreporter.write_line(line)
+        if suite_order.wants_update():
+            suite_order.update_table(timeline.measured())
+            terminalreporter.write_line(f"module seconds written to {suite_order.TABLE}")
     terminalreporter.write_line(machine_speed())
 
 
 PROGRESS = pytest.StashKey[ModuleProgress]()
+TIMELINE = pytest.StashKey[suite_order.WorkerTimeline]()
 
 
 def machine_speed(units=10, touch_mib=64):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,10 +37,17 @@ def fresh(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """A new venv holding ``pip install -c constraints.txt .`` (not editable), and an environment for it: a new
     AIRFLOW_HOME, no PYTHONPATH, run from outside the repository (so nothing imports the sources)."""
     where = tmp_path_factory.mktemp("fresh")
-    venv = where / "venv"
+    venv, source = where / "venv", where / "source"
+    # built from a copy of the checkout's files (git's view: tracked and new, not ignored): a build in the
+    # checkout itself would leave provider/*.egg-info there, a second copy of the metadata for the dev venv
+    files = run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT).split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     uv = Path(sys.executable).parent / "uv"
     run(uv, "venv", "-q", "--python", sys.executable, venv)
-    run(uv, "pip", "install", "-q", "--python", venv / "bin" / "python", "-c", ROOT / "constraints.txt", ROOT)
+    run(uv, "pip", "install", "-q", "--python", venv / "bin" / "python", "-c", ROOT / "constraints.txt", source)
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("AIRFLOW", "PYTHON", "VIRTUAL_ENV", "REGIONFLOW"))}
     env |= {"AIRFLOW_HOME": os.fspath(where / "home"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
