@@ -35,13 +35,10 @@ def read_table(path: Path = TABLE) -> dict[str, float]:
 
 def longest_first(items: list, table: dict[str, float] | None = None) -> None:
     """Reorder `items` (pytest items, in place) by module, the longest expected module first; a module's tests
-    keep their order, and modules of equal expectation keep theirs (the sort is stable)."""
+    keep their order, and modules of equal expectation keep theirs (the sort is stable; pytest collects a
+    module's tests together)."""
     seconds = read_table() if table is None else table
-    first_seen: dict[str, int] = {}
-    for index, item in enumerate(items):
-        first_seen.setdefault(module_of(item.nodeid), index)
-    items.sort(key=lambda item: (-seconds.get(module_of(item.nodeid), UNKNOWN_S),
-                                 first_seen[module_of(item.nodeid)]))
+    items.sort(key=lambda item: -seconds.get(module_of(item.nodeid), UNKNOWN_S))
 
 
 def module_of(nodeid: str) -> str:
@@ -59,7 +56,6 @@ class ModuleSpan:
 class WorkerTimeline:
     """What the controller learns of each worker's modules from the test reports."""
 
-    started: float = field(default_factory=time.monotonic)
     workers: dict[str, list[ModuleSpan]] = field(default_factory=dict)
 
     def report(self, worker: str, nodeid: str, duration: float, now: float | None = None) -> None:
@@ -71,8 +67,8 @@ class WorkerTimeline:
         spans[-1].last_report = time.monotonic() if now is None else now
 
     def lines(self) -> list[str]:
-        """A line per worker: its modules in the order it ran them with their seconds, the longest first
-        named; then how long each worker was idle before the last one finished."""
+        """A heading, then a line per worker: its busy seconds, how long it was idle before the last worker
+        finished, and its modules (by path under tests/: two are test_store.py) in the order it ran them."""
         if not self.workers:
             return []
         ends = {worker: spans[-1].last_report for worker, spans in self.workers.items()}
@@ -81,7 +77,7 @@ class WorkerTimeline:
         for worker in sorted(self.workers):
             spans = self.workers[worker]
             busy = sum(span.seconds for span in spans)
-            listing = ", ".join(f"{Path(span.module).name} {span.seconds:.0f}" for span in spans)
+            listing = ", ".join(f"{span.module.removeprefix('tests/')} {span.seconds:.0f}" for span in spans)
             lines.append(f"  {worker}: {busy:.0f} s busy, idle {last - ends[worker]:.0f} s at the end: {listing}")
         return lines
 

@@ -19,13 +19,13 @@ def test_modules_go_longest_first_keeping_their_tests_order_and_unknown_ones_cou
 
 
 def test_the_timeline_sums_each_workers_modules_and_says_who_idled_at_the_end():
-    timeline = suite_order.WorkerTimeline(started=0.0)
+    timeline = suite_order.WorkerTimeline()
     for worker, nodeid, duration, now in [("gw0", "tests/x/m.py::a", 100.0, 100.0), ("gw1", "tests/n.py::a", 5.0, 5.0),
                                           ("gw0", "tests/x/m.py::a", 0.5, 100.5), ("gw1", "tests/o.py::a", 20.0, 30.0),
                                           ("gw0", "tests/p.py::a", 9.5, 110.0)]:
         timeline.report(worker, nodeid, duration, now=now)
     assert timeline.measured() == {"tests/x/m.py": 100.5, "tests/n.py": 5.0, "tests/o.py": 20.0, "tests/p.py": 9.5}
-    assert timeline.lines()[1:] == ["  gw0: 110 s busy, idle 0 s at the end: m.py 100, p.py 10",
+    assert timeline.lines()[1:] == ["  gw0: 110 s busy, idle 0 s at the end: x/m.py 100, p.py 10",
                                     "  gw1: 25 s busy, idle 80 s at the end: n.py 5, o.py 20"]
 
 
