@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import regionflow
+from regionflow.cli.airflow import get_cli_commands
 from regionflow.config import OPTIONS, SECTION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,5 +82,7 @@ def test_airflow_providers_get_lists_what_the_provider_brings(fresh):
         assert module in info[kind][0]["python-modules"], (kind, info[kind])
     plugins = json.loads(run(venv / "bin" / "airflow", "plugins", "-o", "json", env=env, cwd=venv))
     assert [plugin["name"] for plugin in plugins].count("regionflow") == 1, plugins
-    commands = run(venv / "bin" / "airflow", "regionflow", "--help", env=env, cwd=venv)
-    assert "status" in commands and "session" in commands and "gc" in commands, commands
+    listed = re.findall(r"^ {4}(\S+) {2,}", run(venv / "bin" / "airflow", "regionflow", "--help", env=env, cwd=venv),
+                        re.MULTILINE)
+    [group] = get_cli_commands()
+    assert sorted(listed) == sorted(command.name for command in group.subcommands), listed
