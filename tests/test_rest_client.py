@@ -1,6 +1,6 @@
 """The embedded stack's REST client against a stand-in api-server (a real HTTP server on 127.0.0.1):
-a GET answered with a 5xx is asked again, a write is never repeated, and a lasting error still fails
-with the status and the request named."""
+a GET answered with a 5xx is asked again, so is a write that sets an absolute value (pause, "Mark as"),
+any other write is never repeated, and a lasting error still fails with the status and the request named."""
 from __future__ import annotations
 
 import json
@@ -45,6 +45,14 @@ class StandIn(BaseHTTPRequestHandler):
             self._answer(500, {"detail": {"reason": "Database error"}})
         else:
             self._answer(200, {"state": "success"})
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._count()
+        if StandIn.failures_left:  # what SQLite's audit-log deadlock answers (see rest_client)
+            StandIn.failures_left -= 1
+            self._answer(500, {"detail": {"reason": "Database error"}})
+        else:
+            self._answer(200, {})
 
     def do_POST(self) -> None:  # noqa: N802
         self._count()
@@ -107,3 +115,13 @@ def test_a_write_answered_with_500_is_not_repeated(client) -> None:
     with pytest.raises(ApiError, match="answered 500"):
         client.create_pool("p", 1)
     assert StandIn.calls[("POST", "/api/v2/pools")] == 1
+
+
+def test_a_pause_and_a_mark_as_answered_with_500_are_asked_again_until_they_answer(client) -> None:
+    StandIn.failures_left = rest_client.REQUEST_TRIES - 1
+    client.set_paused("d", False)
+    StandIn.failures_left = rest_client.REQUEST_TRIES - 1
+    client.set_task_state("d", "r", "t", "failed")
+
+    assert StandIn.calls[("PATCH", "/api/v2/dags/d?update_mask=is_paused")] == rest_client.REQUEST_TRIES
+    assert StandIn.calls[("PATCH", f"{RUN_PATH}/taskInstances/t?update_mask=new_state")] == rest_client.REQUEST_TRIES

@@ -25,7 +25,13 @@ POLL_SECONDS = 0.5
 # A call that may be repeated is made up to REQUEST_TRIES times in all, RETRY_PAUSE_S x the try number
 # apart: every GET answered with a 5xx (a read is safe to repeat; a busy api-server on SQLite answers 500
 # when its database connection pool runs dry, SQLAlchemy's 30 s checkout timeout, while task processes
-# hold its connections), and a trigger (its run id is chosen here, so a repeat cannot run the DAG twice).
+# hold its connections), a trigger (its run id is chosen here, so a repeat cannot run the DAG twice), and
+# a write that sets an absolute value (pause, a task's state: a repeat changes nothing more). The last
+# case is needed on SQLite: Airflow's audit log of a user action (`action_logging`, an async dependency
+# that runs before the endpoint) commits on the api-server's event loop; when a task's execution-API write
+# holds SQLite's write lock at that moment, its commit waits for the same loop, and the two wait for each
+# other until the 30 s lock timeout fails the user action with 500 "Database error", before its endpoint
+# ran (seen twice in CI: `INSERT INTO log` failing as `PUT /execution/.../rtif` took 30.1 s).
 REQUEST_TRIES = 3
 RETRY_PAUSE_S = 2.0
 _PAGE = 100
@@ -118,7 +124,7 @@ class AirflowRestClient:
 
     def set_paused(self, dag_id: str, paused: bool) -> None:
         self._call("PATCH", f"/api/v2/dags/{_q(dag_id)}", json={"is_paused": paused},
-                   params={"update_mask": "is_paused"})
+                   params={"update_mask": "is_paused"}, repeatable=True)
 
     def trigger(self, dag_id: str, conf: Mapping[str, Any] | None = None, run_id: str | None = None,
                 logical_date: str | None = None) -> str:
@@ -150,7 +156,7 @@ class AirflowRestClient:
         path = f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}"
         if map_index >= 0:
             path += f"/{map_index}"
-        self._call("PATCH", path, json={"new_state": state}, params={"update_mask": "new_state"})
+        self._call("PATCH", path, json={"new_state": state}, params={"update_mask": "new_state"}, repeatable=True)
 
     def clear_task(self, dag_id: str, run_id: str, task_ids: Sequence[str]) -> None:
         """Clear task instances of a run (a new try each), as the UI's "Clear" does."""
@@ -219,10 +225,12 @@ class AirflowRestClient:
             if not page.get(key) or len(items) >= page.get("total_entries", 0):
                 return items
 
-    def _call(self, method: str, path: str, *, ok: Iterable[int] = (200,), **kwargs: Any) -> httpx.Response:
-        """`method` `path` as the admin user (the token renewed once after a 401); a GET answered with a
-        5xx is asked up to `REQUEST_TRIES` times in all. `ApiError` unless the last answer's status is in `ok`."""
-        tries = REQUEST_TRIES if method == "GET" else 1
+    def _call(self, method: str, path: str, *, ok: Iterable[int] = (200,), repeatable: bool = False,
+              **kwargs: Any) -> httpx.Response:
+        """`method` `path` as the admin user (the token renewed once after a 401); a GET, or a write the
+        caller calls `repeatable`, answered with a 5xx is asked up to `REQUEST_TRIES` times in all.
+        `ApiError` unless the last answer's status is in `ok`."""
+        tries = REQUEST_TRIES if method == "GET" or repeatable else 1
         for attempt in range(1, tries + 1):
             response = self._authorized(method, path, **kwargs)
             if response.status_code == 401:
