@@ -8,13 +8,15 @@ JVM (``spark.driver.memory`` = slots x per-slot memory). Adaptive vertices (``pa
 are listed under ``adaptive_parallelism`` with what they declare, the value the plan uses, their
 ``target_bytes_per_subtask`` when given, and ``at_grant``: true when the value is decided again as the
 region's unit starts (`core.adaptive.at_grant`), else the reason it is not (for logical regions cut
-into at most `max_shards` shards: ``regionflow run``'s default, 1, unless told).
+into at most `max_shards` shards: ``regionflow run``'s default, 1, unless told); ``key_groups``: K, when
+its blocking inputs are stored by key group (`core.keygroups`).
 """
 from __future__ import annotations
 
 from typing import Any
 
 from .core.adaptive import grant_time_blocker
+from .core.keygroups import key_grouped_edges
 from .core.plan import Plan
 from .core.resources import UNKNOWN
 from .spark.launch.sizing import region_spark_conf, slot_size
@@ -35,6 +37,7 @@ def plan_document(plan: Plan, inputs: bool = False, max_shards: int | None = 1) 
     data["spark_conf"] = spark_conf
     adaptive: dict[str, dict[str, Any]] = {}
     names = plan.topology.vertex_names
+    key_groups = {names[plan.topology.edges[edge].dst]: k for edge, k in key_grouped_edges(plan, max_shards).items()}
     for logical in plan.region_set.logical:
         at_grant: str | bool | None = None  # found once per logical region
         for v in logical.vertices:
@@ -47,6 +50,8 @@ def plan_document(plan: Plan, inputs: bool = False, max_shards: int | None = 1) 
             if vertex.target_bytes_per_subtask is not None:
                 entry["target_bytes_per_subtask"] = vertex.target_bytes_per_subtask
             entry["at_grant"] = at_grant
+            if vertex.name in key_groups:
+                entry["key_groups"] = key_groups[vertex.name]
             adaptive[vertex.name] = entry
     if adaptive:
         data["adaptive_parallelism"] = adaptive

@@ -1,24 +1,27 @@
 """Adaptive parallelism decided at grant time, on real Spark (the shared Spark Connect server, 4 slots):
 a [1, 8] vertex with ``target_bytes_per_subtask`` planned at 4 (the cluster's slots) runs at 1 once its
 unit sees the few KB it reads, with the same result as when it keeps the planned 4; and an adaptive
-region whose full request would wait starts at once with fewer slots (an elastic request)."""
+region whose full request would wait starts at once with fewer slots (an elastic request). Cut into shards,
+the vertex keeps its planned value, and its producers write key groups that any value would read once."""
 import os
 
-from regionflow.core.adaptive import decided_plan
+from regionflow.core.adaptive import apply, decided_plan
 from regionflow.core.graph import load_job
+from regionflow.core.plan import Plan
 from regionflow.examples.orders import ORDER_COUNT
 from regionflow.scheduling.hosts import Cluster
+from regionflow.units.layout import UnitLayout
 from regionflow.units.runner import LocalRunner, RunOptions
 
 JOB = "rf_test_jobs:adaptive_bytes_job"
 
 
-def run(tmp_path, shared_servers, max_shards):
+def run(tmp_path, shared_servers, max_shards, planned_for=4, runners=None):
     servers, _ = shared_servers
     lines: list[str] = []
-    plan = decided_plan(load_job(JOB), 4, "all-blocking")
+    plan = decided_plan(load_job(JOB), planned_for, "all-blocking")
     options = RunOptions(data_dir=str(tmp_path), cluster=Cluster.local_default(4), max_shards=max_shards,
-                         progress=lines.append, servers=servers)
+                         progress=lines.append, servers=servers, keep_partitions=True)
     runner = LocalRunner(JOB, plan, options)
     summary = runner.run()
     unit = runner.layout.units_of_logical(1)[0]
@@ -26,6 +29,8 @@ def run(tmp_path, shared_servers, max_shards):
     assert committed is not None
     sink = summary.sinks["per_customer"]
     parts = sorted(name for name in os.listdir(sink["path"]) if name.startswith("part-"))
+    if runners is not None:
+        runners.append(runner)
     return lines, committed.manifest, sink, parts
 
 
@@ -43,6 +48,26 @@ def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_resu
     assert any("planned values kept: the region runs as several shards" in line for line in kept_lines)
     assert len(kept_parts) == 4
     assert (sink["rows"], sink["checksum"]) == (kept_sink["rows"], kept_sink["checksum"]) and sink["rows"] == 500
+
+    # planned at 6 in 4 shards (2, 1, 2, 1 subtasks): orders writes K = 8 key groups (the declared max), each
+    # shard reads those of its subtasks, and the rows are the reference's
+    runners: list[LocalRunner] = []
+    _, six_manifest, six_sink, _ = run(tmp_path / "six-in-four", shared_servers, 4, planned_for=6, runners=runners)
+    assert six_manifest["parallelism"] == {"per_customer": 6}
+    assert (six_sink["rows"], six_sink["checksum"]) == (sink["rows"], sink["checksum"])
+    [runner] = runners
+    [edge] = runner.layout.key_groups
+    assert runner.layout.key_groups == {edge: 8}
+    [producer] = runner.layout.units_of_logical(0)
+    dataset = runner.store.partition_path(runner.keys[producer], edge)
+    assert sorted(n for n in os.listdir(dataset) if n.startswith("_rf_unit=")) == [f"_rf_unit={g}" for g in range(8)]
+    written = sum(runner.store.fs.size(f"{dataset}/_rf_unit={g}") for g in range(8))
+
+    # any value in [1, 8] the consumer were given would read those files, each key group exactly once
+    for value in range(1, 9):
+        layout = UnitLayout(Plan(apply(runner.plan.graph, {"per_customer": value}), "all-blocking"), 4)
+        assert layout.keys[layout.units_of_logical(0)[0]] == runner.keys[producer]  # the producer unit as written
+        assert sum(layout.input_bytes(u, runner.store) for u in layout.units_of_logical(1)) == written, value
 
 
 def test_an_adaptive_region_starts_at_once_with_the_free_slots_when_its_full_request_would_wait(

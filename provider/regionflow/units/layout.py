@@ -12,13 +12,14 @@ from functools import cached_property
 from typing import Any
 
 from ..core.adaptive import GrantDecision, at_grant, grant_time_blocker, smaller_grants
-from ..core.graph import Distribution
+from ..core.keygroups import key_grouped_edges
 from ..core.plan import Plan, Shard
 from ..core.resources import UNKNOWN, ResourceProfile
 from ..scheduling.strategy import RegionScheduler
 from ..spark.data.descriptors import PartitionLocation
 from ..spark.data.store import UNIT_COLUMN, PartitionStore
 from ..spark.data.task import unit_key_for
+from ..spark.driver.exchange import Span, directories_read
 from ..spark.driver.program import CHECKSUM_MODULUS, resolve_sink_path
 from ..spark.launch.sizing import slot_size
 
@@ -107,13 +108,29 @@ class UnitLayout:
 
     def input_bytes(self, unit: int, store: PartitionStore) -> int:
         """Bytes the unit reads from committed partitions: its own directory of each producer unit's
-        dataset of an edge it reads, or the whole dataset of a BROADCAST edge."""
-        edges = self.plan.topology.edges
+        dataset of an edge it reads (its key groups' on a key-grouped edge), or the whole dataset of a
+        BROADCAST edge."""
+        topology = self.plan.topology
         read = []
         for dataset, (_, edge) in zip(self.producer_datasets(unit, store), self._producers_read(unit), strict=True):
-            broadcast = edges[edge].edge.distribution is Distribution.BROADCAST
-            read.append(dataset if broadcast else f"{dataset}/{UNIT_COLUMN}={unit}")
+            exec_edge, key_groups = topology.edges[edge], self.key_groups.get(edge)
+            span = self._span(unit, exec_edge.dst) if key_groups is not None else Span(0, 0)  # only read then
+            values = directories_read(exec_edge, span, topology.parallelism[exec_edge.dst], unit, key_groups)
+            read += [dataset] if values is None else [f"{dataset}/{UNIT_COLUMN}={value}" for value in values]
         return sum(store.fs.size(path) for path in read)
+
+    @cached_property
+    def key_groups(self) -> dict[int, int]:
+        """``{edge index: K}`` of the key-grouped edges (`core.keygroups`)."""
+        return key_grouped_edges(self.plan, self.max_shards)
+
+    def _span(self, unit: int, vertex: int) -> Span:
+        """The unit's subtasks of `vertex` (local indices; contiguous: shards are)."""
+        topology = self.plan.topology
+        offset, end = topology.offsets[vertex], topology.offsets[vertex] + topology.parallelism[vertex]
+        local = [s - offset for r in self.shards[unit].regions for s in self.plan.regions[r].members
+                 if offset <= s < end]
+        return Span(min(local), max(local) + 1)
 
     def sink_figures(self, store: PartitionStore, data_dir: str) -> dict[str, dict]:
         """Per sink vertex: rows and checksum summed over the committed units' manifests, and its path."""

@@ -10,7 +10,8 @@ Layout of one run::
     {data_dir}/{run_id}/
       _attempts/{unit_key}/{attempt_id}/     an attempt's private output, invisible to readers
         e{edge}/_rf_unit={u}/part-*.parquet  a blocking edge: one Parquet dataset per unit, a directory
-                                             per consumer unit, at most one file per core in each
+                                             per consumer unit (per key group on a key-grouped edge,
+                                             `core.keygroups`), at most one file per core in each
         _sink/{vertex}/_rf_subtask={s}/part-*.parquet   staged sink output: one file per core, numbered by
                                              the unit's subtasks (at most one file per subtask)
       units/{unit_key}/                      the committed attempt: same tree, plus
@@ -50,8 +51,8 @@ ATTEMPTS = "_attempts"
 UNITS = "units"
 SINK_STAGING = "_sink"
 # Columns of the Parquet datasets regionflow writes; partition columns are Hive-style directories.
-UNIT_COLUMN = "_rf_unit"  # partition column of a blocking edge's dataset: the consumer unit a row goes to
-BUCKET_COLUMN = "_rf_bucket"  # data column: the consumer subtask a row goes to
+UNIT_COLUMN = "_rf_unit"  # partition column of a blocking edge's dataset: the consumer unit (or key group) of a row
+BUCKET_COLUMN = "_rf_bucket"  # data column: the consumer subtask (or key group) a row goes to
 SUBTASK_COLUMN = "_rf_subtask"  # partition column of a staged sink: the file's subtask number
 
 # Keys become single path components on local disks, HDFS and object stores alike: no separators,

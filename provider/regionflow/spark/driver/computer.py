@@ -10,11 +10,11 @@ parallelism.
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.graph import Distribution, Vertex
+from ...core.keygroups import key_grouped_edges
 from ...core.plan import Plan
 from ...core.run_context import RunContext
 from ...core.templates import vertex_reads
@@ -33,15 +33,17 @@ from .exchange import (
     UNIT_COLUMN,
     Span,
     consumers_fed,
+    directories_read,
+    key_group_of_rows,
     missing_keys,
     only_buckets,
     unit_of_rows,
     with_bucket,
 )
+from .figures import SinkFigures
 
 SCHEMA_FILE = "_rf_schema.json"
 BROADCAST_UNIT = -1  # the one directory of a BROADCAST edge's dataset: every consumer unit reads it whole
-CHECKSUM_MODULUS = 1 << 64
 
 
 class VertexFailure(Exception):
@@ -89,6 +91,7 @@ class UnitComputer:
         shards = plan.shards(task.max_shards)
         self.unit_of_region = {r: u for u, shard in enumerate(shards) for r in shard.regions}
         self.unit_index = self.unit_of_region[task.regions[0]] if task.regions else -1
+        self.key_groups = key_grouped_edges(plan, task.max_shards)  # edge index -> K
         self.files = max(1, task.slots)  # at most this many files per output: one per core
         self._unit_runs: dict[int, list[tuple[int, int]]] = {}
         self.spans = self._unit_spans()
@@ -216,16 +219,19 @@ class UnitComputer:
         if not datasets:
             return None
         schema = self._schema(datasets[0])
-        broadcast = exec_edge.edge.distribution is Distribution.BROADCAST
-        several_spans = len(self.spans[exec_edge.dst]) > 1
+        key_groups = self.key_groups.get(exec_edge.index)
+        read = directories_read(exec_edge, consumers, self.topology.parallelism[exec_edge.dst], self.unit_index,
+                                key_groups)
+        several_spans = key_groups is None and len(self.spans[exec_edge.dst]) > 1  # key groups are per span
         frames = []
         for dataset in datasets:  # each checked against its producer's commit first (`integrity`)
-            part = None if broadcast else f"{UNIT_COLUMN}={self.unit_index}"
-            check_partition(self.store.fs, dataset, part, self._manifests)
+            for part in ([None] if read is None else [f"{UNIT_COLUMN}={value}" for value in read]):
+                check_partition(self.store.fs, dataset, part, self._manifests)
             frame = (self.spark.read.schema(schema).options(**VERIFY_PAGE_CHECKSUMS).option("basePath", dataset)
                      .parquet(dataset))
-            if not broadcast:  # this unit's directory only: partition pruning
-                frame = frame.where(frame[UNIT_COLUMN] == self.unit_index)
+            if read is not None:  # these directories only: partition pruning
+                column = frame[UNIT_COLUMN]
+                frame = frame.where(column == read.start if len(read) == 1 else column.between(read[0], read[-1]))
                 if several_spans:
                     frame = only_buckets(frame, consumers)
             frames.append(frame.drop(*ROUTING_COLUMNS))
@@ -286,12 +292,17 @@ class UnitComputer:
         before the coalesce on the vertex's own partitions (a pointwise bucket depends on the
         producer subtask). With one (a BROADCAST edge, or every consumer subtask in one unit, the
         default), that unit reads every row as one span: the rows carry no bucket, which would only
-        cost its hash and its bytes (all-blocking Q9 and Q18: 9-12 % faster at SF 0.1, 1-3 % at SF 1)."""
+        cost its hash and its bytes (all-blocking Q9 and Q18: 9-12 % faster at SF 0.1, 1-3 % at SF 1).
+        On a key-grouped edge the directory is each row's key group (`core.keygroups`)."""
         dataset = join(self.attempt_dir, partition_relpath(exec_edge.index))
         broadcast = exec_edge.edge.distribution is Distribution.BROADCAST
-        unit = BROADCAST_UNIT if broadcast else unit_of_rows(self._consumer_units(exec_edge.dst))
+        key_groups = self.key_groups.get(exec_edge.index)
+        if key_groups is not None:  # a directory per key group, whatever the consumer's units (`core.keygroups`)
+            unit = key_group_of_rows()
+        else:
+            unit = BROADCAST_UNIT if broadcast else unit_of_rows(self._consumer_units(exec_edge.dst))
         routed = part.frame if isinstance(unit, int) else with_bucket(
-            part.frame, self.topology, exec_edge, part.span, part.schema.fieldNames())
+            part.frame, self.topology, exec_edge, part.span, part.schema.fieldNames(), key_groups)
         write_directories(routed, dataset, UNIT_COLUMN, unit, self.files)
         self.store.fs.write_text(join(dataset, SCHEMA_FILE), part.schema.json())
 
@@ -322,54 +333,6 @@ class UnitComputer:
         subtask = first if files == 1 else F.spark_partition_id() + F.lit(first)
         write_directories(part.frame, staging, SUBTASK_COLUMN, subtask, files, observe=figures.observe)
         self.sink_figures[part.vertex.name] = figures.per_subtask()
-
-
-class SinkFigures:
-    """Rows and checksum of a sink's output, observed by the very job that writes it (Spark's
-    `DataFrame.observe`: the aggregates ride along with the write, no second job reads the files
-    back). The checksum is the sum of every row's xxhash64 over the data columns, mod 2^64, so it
-    does not depend on row order or on how rows are split into files.
-
-    `subtasks`: the subtasks written; with more than one, the frame given to `observe` carries the
-    subtask column and the figures are taken per subtask. Observe the frame that is written, write
-    it, then read the figures."""
-
-    def __init__(self, frame, subtasks: range = range(1)) -> None:
-        from pyspark.sql import Observation
-
-        self.columns = [c for c in frame.columns if c != SUBTASK_COLUMN]  # analysed once, reused by the write
-        self.subtasks = subtasks
-        self._observation = Observation(f"rf_figures_{uuid.uuid4().hex}")
-
-    def observe(self, frame):
-        """`frame` with the figures' aggregates attached (unchanged when there is no column to hash:
-        such an output has no figures, and nothing of it is published)."""
-        from pyspark.sql import functions as F
-
-        if not self.columns:
-            return frame
-        if len(self.subtasks) == 1:
-            aggregates = _figure_columns(self.columns)
-        else:
-            subtask = F.col(SUBTASK_COLUMN)
-            aggregates = [column for s in self.subtasks for column in _figure_columns(self.columns, subtask == s, s)]
-        return frame.observe(self._observation, *aggregates)
-
-    def total(self) -> tuple[int, int]:
-        """Rows and checksum of the whole frame (after it was written)."""
-        figures = self.per_subtask().get(str(self.subtasks[0]), {"rows": 0, "checksum": 0})
-        return figures["rows"], figures["checksum"]
-
-    def per_subtask(self) -> dict[str, dict[str, int]]:
-        """``{subtask: {"rows", "checksum"}}`` of the subtasks that got rows (after the write)."""
-        if not self.columns:
-            return {}
-        observed = self._observation.get
-        if len(self.subtasks) == 1:
-            found = {self.subtasks[0]: _figures_of(observed)}
-        else:
-            found = {s: _figures_of(observed, s) for s in self.subtasks}
-        return {str(s): figures for s, figures in found.items() if figures["rows"]}
 
 
 def write_directories(frame, root: str, column: str, value, files: int, observe=None) -> None:
@@ -403,20 +366,3 @@ def check_frame(frame) -> None:
 
     if not isinstance(frame, DataFrame):
         raise TypeError(f"the vertex function returned {type(frame).__name__}; it must return a DataFrame")
-
-
-def _figure_columns(columns: list[str], where=None, suffix: object = "") -> list:
-    """The aggregates behind `SinkFigures` over the data `columns`: every row, or the rows `where`
-    holds, named ``rows<suffix>`` and ``checksum<suffix>``."""
-    from pyspark.sql import functions as F
-
-    hashed = F.xxhash64(*[F.col(c) for c in columns]).cast("decimal(38,0)")
-    one = F.lit(1)
-    if where is not None:
-        one, hashed = F.when(where, one), F.when(where, hashed)
-    return [F.count(one).alias(f"rows{suffix}"), F.sum(hashed).alias(f"checksum{suffix}")]
-
-
-def _figures_of(observed, suffix: object = "") -> dict[str, int]:
-    checksum = observed[f"checksum{suffix}"]
-    return {"rows": int(observed[f"rows{suffix}"]), "checksum": int(checksum or 0) % CHECKSUM_MODULUS}

@@ -15,12 +15,17 @@ A blocking edge is stored as one Parquet dataset per producer unit, partitioned 
 directory of each producer unit's dataset (partition pruning, no file lists), and a producer unit
 writes at most one file per core and consumer unit, whatever P is. Writing one file per subtask
 would make the cost grow with P again: a Parquet file costs tens of milliseconds to open and commit.
+
+On a key-grouped edge (`core.keygroups`: a HASH edge into an adaptive region of several shards) the
+directory is the row's key group instead, ``pmod(hash(keys), K)``, and a consumer span reads the key
+groups of its subtasks, whatever parallelism it was given after the producers wrote.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ...core.graph import Distribution
+from ...core.keygroups import key_group_range
 from ...core.topology import ExecutionEdge, ExecutionTopology
 from ..data.store import BUCKET_COLUMN, SUBTASK_COLUMN, UNIT_COLUMN
 
@@ -65,14 +70,15 @@ def consumers_fed(topology: ExecutionTopology, exec_edge: ExecutionEdge, produce
 
 
 def with_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span,
-                columns: list[str] | None = None):
+                columns: list[str] | None = None, key_groups: int | None = None):
     """`frame` with the bucket column of `exec_edge` (0 on a BROADCAST edge: every consumer reads
     every row). `columns`: the frame's columns when known (asking Spark costs an analysis). Rows
-    written for a single consumer unit go without it (`UnitComputer._write`)."""
+    written for a single consumer unit go without it (`UnitComputer._write`). `key_groups`: K of a
+    key-grouped edge, whose bucket is then the row's key group."""
     from pyspark.sql import functions as F
 
     distribution = exec_edge.edge.distribution
-    consumers = topology.parallelism[exec_edge.dst]
+    consumers = key_groups or topology.parallelism[exec_edge.dst]
     if distribution is Distribution.BROADCAST:
         return frame.withColumn(BUCKET_COLUMN, F.lit(0))
     if distribution is Distribution.HASH:
@@ -111,6 +117,25 @@ def unit_of_rows(unit_runs: list[tuple[int, int]]):
     for (_, current), (following, _) in zip(unit_runs[1:], unit_runs[2:], strict=False):
         unit = unit.when(bucket < following, F.lit(current))
     return unit.otherwise(F.lit(unit_runs[-1][1]))
+
+
+def key_group_of_rows():
+    """The directory of each row of a key-grouped edge: its key group, the bucket `with_bucket` gave it."""
+    from pyspark.sql import functions as F
+
+    return F.col(BUCKET_COLUMN)
+
+
+def directories_read(exec_edge: ExecutionEdge, consumers: Span, parallelism: int, unit: int,
+                     key_groups: int | None) -> range | None:
+    """The ``_rf_unit`` values the subtasks `consumers` (of `parallelism`, in consumer unit `unit`) read of a
+    producer unit's dataset: None for every row (BROADCAST), their key groups on a key-grouped edge, else
+    their unit's."""
+    if exec_edge.edge.distribution is Distribution.BROADCAST:
+        return None
+    if key_groups is not None:
+        return key_group_range(consumers.first, consumers.end, parallelism, key_groups)
+    return range(unit, unit + 1)
 
 
 def only_buckets(frame, consumers: Span):

@@ -37,7 +37,8 @@ from ..data.sinks import SinkCommitter
 from ..data.store import PartitionStore, vertex_component
 from ..data.task import UnitTask
 from .api import reference_context
-from .computer import CHECKSUM_MODULUS, SinkFigures, UnitComputer, VertexFailure, check_frame
+from .computer import UnitComputer, VertexFailure, check_frame
+from .figures import CHECKSUM_MODULUS, SinkFigures
 
 EXIT_VERTEX_FAILED = 3
 __all__ = ["CHECKSUM_MODULUS", "EXIT_VERTEX_FAILED", "VertexFailure", "main", "resolve_sink_path",

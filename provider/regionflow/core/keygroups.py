@@ -1,0 +1,89 @@
+"""Key groups: the rows of a blocking edge stored so that any parallelism of its consumer reads the same files.
+
+A blocking HASH edge is normally stored by consumer unit: each producer unit writes one directory per consumer
+unit, computed from ``hash(keys) mod parallelism`` (a REBALANCE edge: from a hash of the whole row). That
+routing needs the consumer's parallelism and its cut into units when the producer runs. A consumer whose
+parallelism may still change after its producers ran (an adaptive vertex, ``parallelism=(min, max)``, whose
+logical region is cut into several shards) cannot be served that way. Flink's answer is a fixed number K of
+*key groups* (its max parallelism): a row's key group is ``hash mod K``, fixed when it is written; consumer
+subtask ``i`` of ``p`` reads the contiguous key groups ``[ceil(i K / p), ceil((i + 1) K / p))``, and a run
+of consecutive subtasks (a unit) reads the union, again contiguous. Every parallelism from 1 to K then reads
+the same files, each key group whole, so the rows of one key still meet in one subtask.
+
+An edge is key-grouped when it is a blocking HASH or REBALANCE edge between two logical regions into an
+adaptive vertex whose logical region runs as several shards with its adaptive vertices at their declared max
+(`max_shards` cuts it). That test depends only on the declared ranges, never on a decided value, so every
+process that builds the plan, before or after a decision, agrees on which edges are key-grouped. K is the
+consumer's declared max: at least every parallelism it may get, and no more directories than that. A region
+that stays one shard (its values are then decided when it is granted, `core.adaptive.at_grant`) keeps the
+cheaper routing by unit: its single unit reads every row.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .adaptive import apply
+from .graph import Distribution
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+# The distributions that spread rows by a hash (of the keys, of the whole row): key groups serve them alike.
+SPREAD = (Distribution.HASH, Distribution.REBALANCE)
+
+
+def key_group_range(first: int, end: int, parallelism: int, key_groups: int) -> range:
+    """The key groups read by subtasks ``[first, end)`` of a vertex at `parallelism`, out of `key_groups`."""
+    if not 0 <= first <= end <= parallelism <= key_groups:
+        raise ValueError(f"subtasks [{first}, {end}) of {parallelism} cannot read {key_groups} key groups; "
+                         f"a vertex reads at most as many subtasks as it has key groups")
+    return range(_ceil_div(first * key_groups, parallelism), _ceil_div(end * key_groups, parallelism))
+
+
+def subtask_of_key_group(key_group: int, parallelism: int, key_groups: int) -> int:
+    """The subtask, of `parallelism`, that reads `key_group` (the inverse of `key_group_range`)."""
+    return key_group * parallelism // key_groups
+
+
+def key_grouped_edges(plan: Plan, max_shards: int | None) -> dict[int, int]:
+    """``{execution edge index: K}`` for each key-grouped edge of `plan` (see the module's docstring)."""
+    topology = plan.topology
+    names = topology.vertex_names
+    logical_of = {v: logical.index for logical in plan.region_set.logical for v in logical.vertices}
+    several: dict[int, bool] = {}
+    grouped: dict[int, int] = {}
+    for exec_edge in topology.edges:
+        consumer = plan.graph.vertices[names[exec_edge.dst]]
+        span = consumer.parallelism_range
+        if (exec_edge.edge.distribution not in SPREAD or span is None or span[1] < 2
+                or logical_of[exec_edge.src] == logical_of[exec_edge.dst]):
+            continue
+        logical = logical_of[exec_edge.dst]
+        if logical not in several:
+            several[logical] = _several_shards_at_max(plan, logical, max_shards)
+        if several[logical]:
+            grouped[exec_edge.index] = span[1]
+    return grouped
+
+
+def _several_shards_at_max(plan: Plan, logical: int, max_shards: int | None) -> bool:
+    """Whether logical region `logical` runs as more than one shard with its adaptive vertices at their max."""
+    from .plan import Plan  # the plan module imports the adaptive one, which this one imports
+
+    if max_shards == 1:
+        return False
+    names = plan.topology.vertex_names
+    members = [names[v] for v in plan.region_set.logical[logical].vertices]
+    tops = {name: span[1] for name in members if (span := plan.graph.vertices[name].parallelism_range)}
+    at_max = plan if all(plan.graph.vertices[n].parallelism == top for n, top in tops.items()) else \
+        Plan(apply(plan.graph, tops), plan.mode)
+    wanted = plan.region_set.logical[logical].vertices
+    regions = next(len(other.regions) for other in at_max.region_set.logical if other.vertices == wanted)
+    return (regions if max_shards is None else min(regions, max_shards)) > 1
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+__all__ = ["key_group_range", "key_grouped_edges", "subtask_of_key_group"]
