@@ -29,7 +29,7 @@ def test_a_shard_whose_inputs_were_released_fails_at_once_with_the_fix(tmp_path)
     store = producer.partitions
     (dataset,) = consumer.layout.producer_datasets(consumer.unit, store)
     attempt = store.attempt_dir(producer.key, "a1")
-    store.fs.mkdirs(f"{attempt}/{dataset.rsplit('/', 1)[1]}/_rf_unit={consumer.unit}")
+    store.fs.mkdirs(f"{attempt}/{dataset.rsplit('/', 1)[1]}/_rf_unit={consumer.layout.shards[consumer.unit].index}")
     store.commit(producer.key, "a1", {})
     assert consumer.unit_task(slots=1).task.input_bytes == 0  # nothing released yet: the shard may run
     store.release([dataset])

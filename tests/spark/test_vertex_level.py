@@ -60,13 +60,15 @@ def test_jobs_per_vertex_do_not_grow_with_parallelism_and_files_stay_linear(
 
 def assert_one_directory_per_consumer_unit(data_dir, runner) -> None:
     """Every kept blocking dataset holds ``_rf_unit=<u>`` directories only of units that consume its
-    edge (`BROADCAST_UNIT` for a BROADCAST edge), and at least one: the layout readers prune by,
-    whether Spark's partitionBy wrote it or the one directory was written directly. Its rows carry
-    their bucket exactly when the consumer vertex spans several units (which read by bucket)."""
+    edge, named by their shard index (`BROADCAST_UNIT` for a BROADCAST edge), and at least one: the
+    layout readers prune by, whether Spark's partitionBy wrote it or the one directory was written
+    directly. Its rows carry their bucket exactly when the consumer vertex spans several units (which
+    read by bucket)."""
     plan, layout = runner.plan, runner.layout
     units = os.path.join(str(data_dir), runner.run_id, "units")
     for exec_edge in (e for e in plan.topology.edges if e.blocking):
-        consumers = {layout.unit_of_region[plan.region_set.region_of[plan.topology.offsets[exec_edge.dst] + local]]
+        region_of, first = plan.region_set.region_of, plan.topology.offsets[exec_edge.dst]
+        consumers = {layout.shards[layout.unit_of_region[region_of[first + local]]].index  # shard index in its region
                      for local in range(plan.topology.parallelism[exec_edge.dst])}
         broadcast = exec_edge.edge.distribution is Distribution.BROADCAST
         expected = {BROADCAST_UNIT} if broadcast else consumers

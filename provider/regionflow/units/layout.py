@@ -115,7 +115,8 @@ class UnitLayout:
         for dataset, (_, edge) in zip(self.producer_datasets(unit, store), self._producers_read(unit), strict=True):
             exec_edge, key_groups = topology.edges[edge], self.key_groups.get(edge)
             span = self._span(unit, exec_edge.dst) if key_groups is not None else Span(0, 0)  # only read then
-            values = directories_read(exec_edge, span, topology.parallelism[exec_edge.dst], unit, key_groups)
+            values = directories_read(exec_edge, span, topology.parallelism[exec_edge.dst], self.shards[unit].index,
+                                      key_groups)
             read += [dataset] if values is None else [f"{dataset}/{UNIT_COLUMN}={value}" for value in values]
         return sum(store.fs.size(path) for path in read)
 

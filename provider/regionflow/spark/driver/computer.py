@@ -88,9 +88,11 @@ class UnitComputer:
         self.store = store
         self.attempt_dir = attempt_dir.rstrip("/")
         self.in_unit = {s for r in task.regions for s in plan.regions[r].members}
-        shards = plan.shards(task.max_shards)
-        self.unit_of_region = {r: u for u, shard in enumerate(shards) for r in shard.regions}
-        self.unit_index = self.unit_of_region[task.regions[0]] if task.regions else -1
+        # A row's directory names its consumer unit by the unit's shard index within its own logical region
+        # (`Shard.index`), not by its position among all the plan's units, which another region's shard count
+        # would move.
+        self.shard_of_region = {r: shard.index for shard in plan.shards(task.max_shards) for r in shard.regions}
+        self.shard_index = self.shard_of_region[task.regions[0]] if task.regions else -1
         self.key_groups = key_grouped_edges(plan, task.max_shards)  # edge index -> K
         self.files = max(1, task.slots)  # at most this many files per output: one per core
         self._unit_runs: dict[int, list[tuple[int, int]]] = {}
@@ -220,7 +222,7 @@ class UnitComputer:
             return None
         schema = self._schema(datasets[0])
         key_groups = self.key_groups.get(exec_edge.index)
-        read = directories_read(exec_edge, consumers, self.topology.parallelism[exec_edge.dst], self.unit_index,
+        read = directories_read(exec_edge, consumers, self.topology.parallelism[exec_edge.dst], self.shard_index,
                                 key_groups)
         several_spans = key_groups is None and len(self.spans[exec_edge.dst]) > 1  # key groups are per span
         frames = []
@@ -307,14 +309,14 @@ class UnitComputer:
         self.store.fs.write_text(join(dataset, SCHEMA_FILE), part.schema.json())
 
     def _consumer_units(self, vertex_index: int) -> list[tuple[int, int]]:
-        """``(first local subtask, unit)`` runs of a vertex's subtasks over the plan's units."""
+        """``(first local subtask, shard index)`` runs of a vertex's subtasks over the units of its region."""
         runs = self._unit_runs.get(vertex_index)
         if runs is None:
             region_of = self.plan.region_set.region_of
             base = self.topology.offsets[vertex_index]
             runs = []
             for local in range(self.topology.parallelism[vertex_index]):
-                unit = self.unit_of_region[region_of[base + local]]
+                unit = self.shard_of_region[region_of[base + local]]
                 if not runs or runs[-1][1] != unit:
                     runs.append((local, unit))
             self._unit_runs[vertex_index] = runs

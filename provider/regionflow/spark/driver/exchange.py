@@ -11,7 +11,8 @@ consumer subtask, its *bucket*, except on a BROADCAST edge, where every consumer
   a producer that feeds several consumers spreads its rows over them by a hash of the row.
 
 A blocking edge is stored as one Parquet dataset per producer unit, partitioned by the consumer
-*unit* each row goes to (``_rf_unit``, computed from the bucket): a consumer unit reads its own
+*unit* each row goes to (``_rf_unit``, computed from the bucket; a unit is named there by its shard
+index within its logical region, which no other region's cut moves): a consumer unit reads its own
 directory of each producer unit's dataset (partition pruning, no file lists), and a producer unit
 writes at most one file per core and consumer unit, whatever P is. Writing one file per subtask
 would make the cost grow with P again: a Parquet file costs tens of milliseconds to open and commit.
@@ -126,16 +127,16 @@ def key_group_of_rows():
     return F.col(BUCKET_COLUMN)
 
 
-def directories_read(exec_edge: ExecutionEdge, consumers: Span, parallelism: int, unit: int,
+def directories_read(exec_edge: ExecutionEdge, consumers: Span, parallelism: int, shard: int,
                      key_groups: int | None) -> range | None:
-    """The ``_rf_unit`` values the subtasks `consumers` (of `parallelism`, in consumer unit `unit`) read of a
-    producer unit's dataset: None for every row (BROADCAST), their key groups on a key-grouped edge, else
-    their unit's."""
+    """The ``_rf_unit`` values the subtasks `consumers` (of `parallelism`, in the consumer unit that is shard
+    `shard` of its logical region) read of a producer unit's dataset: None for every row (BROADCAST), their
+    key groups on a key-grouped edge, else their unit's."""
     if exec_edge.edge.distribution is Distribution.BROADCAST:
         return None
     if key_groups is not None:
         return key_group_range(consumers.first, consumers.end, parallelism, key_groups)
-    return range(unit, unit + 1)
+    return range(shard, shard + 1)
 
 
 def only_buckets(frame, consumers: Span):
