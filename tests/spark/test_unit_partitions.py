@@ -22,6 +22,7 @@ def test_a_unit_counts_its_own_partitions_and_whole_broadcasts(tmp_path):
     scheduler = layout.scheduler()
     enrich = next(u for u, name in enumerate(layout.names) if name.startswith("enrich") and "0" in name)
     consumed = [group for group, _ in scheduler.consumed[enrich]]
+    own = layout.shards[enrich].index  # a directory names its consumer unit by its shard index in its region
     sizes = {}
     for group in consumed:
         group_of = plan.topology.groups[group]
@@ -33,8 +34,9 @@ def test_a_unit_counts_its_own_partitions_and_whole_broadcasts(tmp_path):
                 write(os.path.join(dataset, "_rf_unit=-1", "part-00000.parquet"), 700)
                 sizes[dataset] = 700
             else:
-                write(os.path.join(dataset, f"_rf_unit={enrich}", "part-00000.parquet"), 100)
-                write(os.path.join(dataset, f"_rf_unit={enrich + 1}", "part-00000.parquet"), 5000)  # another unit's
+                write(os.path.join(dataset, f"_rf_unit={own}", "part-00000.parquet"), 100)
+                write(os.path.join(dataset, f"_rf_unit={own + 1}", "part-00000.parquet"), 5000)  # another unit's
+                write(os.path.join(dataset, f"_rf_unit={enrich}", "part-00000.parquet"), 9000)  # its plan position's
                 sizes[dataset] = 100
     assert {plan.topology.edges[plan.topology.groups[g].edge].edge.src for g in consumed} == {"clean", "products"}
     assert layout.input_bytes(enrich, store) == sum(sizes.values()) > 700
