@@ -36,7 +36,7 @@ def key_group_range(first: int, end: int, parallelism: int, key_groups: int) -> 
     """The key groups read by subtasks ``[first, end)`` of a vertex at `parallelism`, out of `key_groups`."""
     if not 0 <= first <= end <= parallelism <= key_groups:
         raise ValueError(f"subtasks [{first}, {end}) of {parallelism} cannot read {key_groups} key groups; "
-                         f"a vertex reads at most as many subtasks as it has key groups")
+                         f"a vertex stored by key group has at most as many subtasks as key groups")
     return range(_ceil_div(first * key_groups, parallelism), _ceil_div(end * key_groups, parallelism))
 
 
