@@ -17,6 +17,7 @@ COMMANDS = [
     [sys.executable, "benchmarks/shared_pool.py"],
     [sys.executable, "benchmarks/spark_modes.py"],
     [sys.executable, "benchmarks/blocking_floor.py", "--sf", "0.1", "--repeats", "3", "--queries", "1,3,9,18"],
+    [sys.executable, "benchmarks/key_groups.py", "--repeats", "7"],
     [sys.executable, "benchmarks/airflow_executor.py"],
     [sys.executable, "benchmarks/conformance.py"],
     [sys.executable, "benchmarks/speculation.py"],
