@@ -23,10 +23,10 @@ from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.servers.session_servers import SessionServers
 from regionflow.units.runner import LocalRunner, RunOptions
+from rfbench.keygroup_jobs import CONSUMER_ENV
 from rfbench.machine import cpu_unit_times
 
 MAX_SHARDS = 4
-CONSUMER_ENV = "REGIONFLOW_BENCH_CONSUMER"  # rfbench.keygroup_jobs.fixed's parallelism (imported only by load_job)
 ADAPTIVE, FIXED = "rfbench.keygroup_jobs:adaptive", "rfbench.keygroup_jobs:fixed"
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 
 from regionflow.core.graph import JobGraph
-from regionflow.examples import orders
 
 CONSUMER_ENV = "REGIONFLOW_BENCH_CONSUMER"
 
 
 def _job(name: str, consumer: int | tuple[int, int]) -> JobGraph:
+    from regionflow.examples import orders  # reads REGIONFLOW_ORDERS_COUNT when first imported: not before main()
+
     graph = JobGraph(name)
     graph.add_vertex("orders", 2, fn=orders.generate_orders)
     graph.add_vertex("per_customer", consumer, fn=orders.count_per_customer, sink=f"{name}/per_customer")

@@ -5,7 +5,7 @@ import pytest
 
 from regionflow.core.adaptive import apply, decided_plan
 from regionflow.core.graph import JobGraph
-from regionflow.core.keygroups import key_group_range, key_grouped_edges, subtask_of_key_group
+from regionflow.core.keygroups import key_group_range, key_grouped_edges
 from regionflow.core.plan import Plan
 from regionflow.plan_document import plan_document
 
@@ -17,8 +17,8 @@ def test_every_parallelism_up_to_k_reads_each_key_group_once_in_subtask_order(ke
         assert [g for r in ranges for g in r] == list(range(key_groups))
         assert all(len(r) >= 1 for r in ranges)  # no subtask idle: p <= K
         assert max(map(len, ranges)) - min(map(len, ranges)) <= 1  # as even as integers allow
-        for subtask, read in enumerate(ranges):
-            assert all(subtask_of_key_group(g, parallelism, key_groups) == subtask for g in read)
+        for subtask, read in enumerate(ranges):  # Flink's operator index of a key group: kg * p // K
+            assert all(g * parallelism // key_groups == subtask for g in read)
 
 
 def test_a_run_of_subtasks_reads_the_union_of_their_ranges():

@@ -3,7 +3,10 @@ a [1, 8] vertex with ``target_bytes_per_subtask`` planned at 4 (the cluster's sl
 unit sees the few KB it reads, with the same result as when it keeps the planned 4; and an adaptive
 region whose full request would wait starts at once with fewer slots (an elastic request). Cut into shards,
 the vertex keeps its planned value, and its producers write key groups that any value would read once."""
+import glob
 import os
+
+import pyarrow.parquet
 
 from regionflow.core.adaptive import apply, decided_plan
 from regionflow.core.graph import load_job
@@ -65,6 +68,8 @@ def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_resu
         assert sorted(n for n in os.listdir(dataset) if n.startswith("_rf_unit=")) == \
             [f"_rf_unit={g}" for g in range(8)]
         written += sum(runner.store.fs.size(f"{dataset}/_rf_unit={g}") for g in range(8))
+        [first] = glob.glob(os.path.join(dataset, "_rf_unit=0", "*.parquet"))
+        assert "_rf_bucket" not in pyarrow.parquet.read_schema(first).names  # the directory is the key group
 
     # any value in [1, 8] the consumer were given would read those files, each key group exactly once
     for value in range(1, 9):

@@ -40,11 +40,6 @@ def key_group_range(first: int, end: int, parallelism: int, key_groups: int) -> 
     return range(_ceil_div(first * key_groups, parallelism), _ceil_div(end * key_groups, parallelism))
 
 
-def subtask_of_key_group(key_group: int, parallelism: int, key_groups: int) -> int:
-    """The subtask, of `parallelism`, that reads `key_group` (the inverse of `key_group_range`)."""
-    return key_group * parallelism // key_groups
-
-
 def key_grouped_edges(plan: Plan, max_shards: int | None) -> dict[int, int]:
     """``{execution edge index: K}`` for each key-grouped edge of `plan` (see the module's docstring)."""
     topology = plan.topology
@@ -86,4 +81,4 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-__all__ = ["key_group_range", "key_grouped_edges", "subtask_of_key_group"]
+__all__ = ["key_group_range", "key_grouped_edges"]

@@ -71,24 +71,31 @@ def consumers_fed(topology: ExecutionTopology, exec_edge: ExecutionEdge, produce
 
 
 def with_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span,
-                columns: list[str] | None = None, key_groups: int | None = None):
+                columns: list[str] | None = None):
     """`frame` with the bucket column of `exec_edge` (0 on a BROADCAST edge: every consumer reads
     every row). `columns`: the frame's columns when known (asking Spark costs an analysis). Rows
-    written for a single consumer unit go without it (`UnitComputer._write`). `key_groups`: K of a
-    key-grouped edge, whose bucket is then the row's key group."""
+    written for a single consumer unit go without it (`UnitComputer._write`)."""
+    if columns is None:  # asked only where the bucket hashes or wires by them
+        by_keys_or_none = exec_edge.edge.distribution in (Distribution.HASH, Distribution.BROADCAST)
+        columns = [] if by_keys_or_none else frame.columns
+    return frame.withColumn(BUCKET_COLUMN, bucket_of_rows(topology, exec_edge, producers, columns))
+
+
+def bucket_of_rows(topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span, columns: list[str],
+                   key_groups: int | None = None):
+    """Each row's bucket on `exec_edge`, a Column over the frame's `columns`; with `key_groups` (K of a
+    key-grouped HASH or REBALANCE edge), its key group, which is then its directory too (no bucket column)."""
     from pyspark.sql import functions as F
 
     distribution = exec_edge.edge.distribution
     consumers = key_groups or topology.parallelism[exec_edge.dst]
     if distribution is Distribution.BROADCAST:
-        return frame.withColumn(BUCKET_COLUMN, F.lit(0))
+        return F.lit(0)
     if distribution is Distribution.HASH:
-        bucket = F.pmod(F.hash(*[F.col(k) for k in exec_edge.edge.keys]), F.lit(consumers))
-        return frame.withColumn(BUCKET_COLUMN, bucket)
-    columns = frame.columns if columns is None else columns
+        return F.pmod(F.hash(*[F.col(k) for k in exec_edge.edge.keys]), F.lit(consumers))
     if distribution is Distribution.REBALANCE:
-        return frame.withColumn(BUCKET_COLUMN, F.pmod(F.hash(*[F.col(c) for c in columns]), F.lit(consumers)))
-    return frame.withColumn(BUCKET_COLUMN, _pointwise_bucket(columns, topology, exec_edge, producers))
+        return F.pmod(F.hash(*[F.col(c) for c in columns]), F.lit(consumers))
+    return _pointwise_bucket(columns, topology, exec_edge, producers)
 
 
 def _pointwise_bucket(columns: list[str], topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span):
@@ -118,13 +125,6 @@ def unit_of_rows(unit_runs: list[tuple[int, int]]):
     for (_, current), (following, _) in zip(unit_runs[1:], unit_runs[2:], strict=False):
         unit = unit.when(bucket < following, F.lit(current))
     return unit.otherwise(F.lit(unit_runs[-1][1]))
-
-
-def key_group_of_rows():
-    """The directory of each row of a key-grouped edge: its key group, the bucket `with_bucket` gave it."""
-    from pyspark.sql import functions as F
-
-    return F.col(BUCKET_COLUMN)
 
 
 def directories_read(exec_edge: ExecutionEdge, consumers: Span, parallelism: int, shard: int,
