@@ -33,14 +33,16 @@ from typing import Any
 
 from .config import RegionflowConfig
 from .contract import NoSlots, RegionNeed, RegionSlots, to_executor_config
-from .core.adaptive import decided, decided_plan
+from .core.adaptive import apply, decided, decided_plan, grant_time_blocker
 from .core.errors import JobGraphError
 from .core.graph import Distribution, JobGraph
 from .core.modes import ExchangeMode
 from .core.plan import Plan
 from .core.registry import register_job
 from .core.resources import ResourceProfile
+from .core.run_decision import run_time_blocker
 from .core.templates import vertex_templates
+from .operators.decision import RegionDecisionOperator, decision_task_id
 from .operators.region import RegionOperator
 from .operators.vertex import SparkVertexOperator
 from .scheduling.fit import misfits
@@ -58,6 +60,7 @@ class TransformResult:
     region_tasks: dict[int, Any]  # logical region index -> task (or mapped task)
     speculation: dict[int, SpeculationPolicy] = field(default_factory=dict)  # logical region -> policy
     speculation_tasks: dict[int, Any] = field(default_factory=dict)  # logical region -> its sensor task
+    decision_tasks: dict[int, Any] = field(default_factory=dict)  # logical region decided per run -> its task
 
 
 def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | None = None,
@@ -92,27 +95,78 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
         raise JobGraphError(f"transform(dag {dag.dag_id!r}, max_shards={max_shards!r}): max_shards must be an "
                             f"integer >= 1 (or None for [regionflow] max_shards, {config.max_shards})")
     layout = UnitLayout(plan, shards_limit)
+    per_run = {lr.index for lr in plan.region_set.logical if run_time_blocker(plan, lr.index, shards_limit) is None}
+    _check_byte_targets(dag.dag_id, plan, shards_limit, per_run)
+    # a region decided per run: each shard asks for the slots of one shard at the value that gives it the most
+    # shards (a shard that gets several regions in a run with more subtasks runs them one at a time on those)
+    wide = UnitLayout(Plan(apply(graph, _most_shards(plan, per_run, shards_limit)), plan.mode), shards_limit) \
+        if per_run else layout
     outside_links = _links_to_outside(dag, vertices)
     _remove_vertices(dag, vertices)
-    slots = {logical.index: _region_slots(plan, layout, logical.index, config.largest_host_slots)
+    slots = {logical.index: _region_slots(plan, wide if logical.index in per_run else layout, logical.index,
+                                          config.largest_host_slots)
              for logical in plan.region_set.logical}
     upstream = _region_dependencies(plan)
     slots = _declare_runs(plan, slots, upstream)
-    waiting = _waiting_regions(plan, layout, upstream, outside_links)
+    waiting = _waiting_regions(plan, layout, upstream, outside_links) - _reading_from(per_run, upstream)
     slots = {index: replace(region_slots, inputs=tuple(tuple(layout.keys[p] for p in layout.producer_units(unit))
                                                        for unit in layout.units_of_logical(index)))
              if index in waiting else region_slots for index, region_slots in slots.items()}
-    region_tasks = {index: _region_task(dag, plan, index, region_slots, shards_limit, executor)
-                    for index, region_slots in slots.items()}
-    _wire_regions(upstream, region_tasks)
+    decision_tasks = {index: _decision_task(dag, plan, index, shards_limit, executor) for index in sorted(per_run)}
+    region_tasks = {index: _region_task(dag, plan, index, region_slots, shards_limit, executor,
+                                        decision_tasks.get(index)) for index, region_slots in slots.items()}
+    _wire_regions(upstream, region_tasks, decision_tasks)
     _wire_outside(plan, region_tasks, outside_links)
     flags = {vertex.task_id: vertex.speculation for vertex in vertices}
-    policies, sensors = _speculation_tasks(dag, plan, layout, region_tasks, slots, flags, dag_speculation,
-                                           spec_config, shards_limit, executor)
+    policies, sensors = _speculation_tasks(dag, plan, region_tasks, slots, flags, dag_speculation,
+                                           spec_config, shards_limit, executor, per_run)
     for task in region_tasks.values():
         attach_job(task, graph)  # what the region tasks run, without any registry (not serialized)
     register_job(graph)  # for load_dag_file_job, when it is the one importing this DAG file
-    return TransformResult(plan, layout, region_tasks, policies, sensors)
+    return TransformResult(plan, layout, region_tasks, policies, sensors, decision_tasks)
+
+
+def _check_byte_targets(dag_id: str, plan: Plan, shards_limit: int, per_run: set[int]) -> None:
+    """Refuse, at parse time, a ``target_bytes_per_subtask`` that could never take effect: its region is
+    decided neither when its one unit is granted nor per run."""
+    names = plan.topology.vertex_names
+    for logical in plan.region_set.logical:
+        targeted = [names[v] for v in logical.vertices if plan.graph.vertices[names[v]].target_bytes_per_subtask]
+        if not targeted or logical.index in per_run:
+            continue
+        blocker = grant_time_blocker(plan, logical.index, shards_limit)
+        if blocker is None:
+            continue
+        if blocker.startswith("the region runs as several shards"):
+            blocker = run_time_blocker(plan, logical.index, shards_limit) or blocker
+        raise JobGraphError(
+            f"DAG {dag_id!r}: vertex {targeted[0]!r} declares target_bytes_per_subtask, but its region can be sized "
+            f"from bytes neither when granted nor per run: {blocker}; feed it through hash_by(...) or rebalance() "
+            f"(stored by key group), or drop target_bytes_per_subtask")
+
+
+def _most_shards(plan: Plan, logical_regions: set[int], shards_limit: int) -> dict[str, int]:
+    """Each adaptive vertex of the given logical regions at its declared max, but no more than `shards_limit`
+    (within its range): the most shards of one subtask each."""
+    names = plan.topology.vertex_names
+    return {names[v]: max(span[0], min(span[1], shards_limit)) for index in logical_regions
+            for v in plan.region_set.logical[index].vertices
+            if (span := plan.graph.vertices[names[v]].parallelism_range) is not None}
+
+
+def _reading_from(sources: set[int], upstream: dict[int, set[int]]) -> set[int]:
+    """The logical regions that read from one of `sources` (their units' keys are known only per run)."""
+    return {index for index, producers in upstream.items() if producers & sources}
+
+
+def _decision_task(dag, plan: Plan, logical: int, shards_limit: int, executor: str | None):
+    region_task_id = plan.region_task_id(logical)
+    arguments = dict(task_id=decision_task_id(region_task_id), dag=dag, mode=plan.mode.value, logical=logical,
+                     max_shards=shards_limit, region_task_id=region_task_id,
+                     executor_config=to_executor_config(NoSlots()))
+    if executor:
+        arguments["executor"] = executor
+    return RegionDecisionOperator(**arguments)
 
 
 def _check_fits(dag_id: str, plan: Plan, config: RegionflowConfig) -> None:
@@ -135,9 +189,9 @@ def speculation_settings(defaults: SpeculationConfig,
     return SpeculationConfig(**merged)
 
 
-def _speculation_tasks(dag, plan: Plan, layout: UnitLayout, region_tasks: dict[int, Any],
+def _speculation_tasks(dag, plan: Plan, region_tasks: dict[int, Any],
                        slots: dict[int, RegionSlots], flags: dict[str, bool | None], dag_flag: bool,
-                       spec_config: SpeculationConfig, shards_limit: int, executor: str | None):
+                       spec_config: SpeculationConfig, shards_limit: int, executor: str | None, per_run: set[int]):
     policies: dict[int, SpeculationPolicy] = {}
     sensors: dict[int, Any] = {}
     names = plan.topology.vertex_names
@@ -147,7 +201,7 @@ def _speculation_tasks(dag, plan: Plan, layout: UnitLayout, region_tasks: dict[i
         # function writes elsewhere itself (external_writes) would write twice
         through = {names[v]: not plan.graph.vertices[names[v]].external_writes for v in logical.vertices}
         policy = SpeculationPolicy.for_region(members, dag_flag, through, spec_config)
-        units = layout.units_of_logical(logical.index)
+        units = slots[logical.index].labels  # at the declared max for a region decided per run
         if policy.enabled and len(units) < 2:
             policy = SpeculationPolicy.off("the region has a single shard: no siblings to compare with")
         policies[logical.index] = policy
@@ -156,7 +210,7 @@ def _speculation_tasks(dag, plan: Plan, layout: UnitLayout, region_tasks: dict[i
         region_task, region_slots = region_tasks[logical.index], slots[logical.index]
         arguments = dict(task_id=speculation_task_id(region_task.task_id), dag=dag,
                          region_task_id=region_task.task_id, total_shards=len(units), mode=plan.mode.value,
-                         logical=logical.index, max_shards=shards_limit,
+                         logical=logical.index, max_shards=shards_limit, decided_per_run=logical.index in per_run,
                          shard_requests=[[p.to_dict() for p in shard] for shard in region_slots.requests],
                          shard_labels=list(region_slots.labels), speculation=spec_config,
                          executor_config=to_executor_config(NoSlots()))
@@ -225,7 +279,8 @@ def _waiting_regions(plan: Plan, layout: UnitLayout, upstream: dict[int, set[int
             and layout.reads_part_of_upstream(index)}
 
 
-def _region_task(dag, plan: Plan, logical: int, slots: RegionSlots, shards_limit: int, executor: str | None):
+def _region_task(dag, plan: Plan, logical: int, slots: RegionSlots, shards_limit: int, executor: str | None,
+                 decision: Any = None):
     names = [plan.topology.vertex_names[v] for v in plan.region_set.logical[logical].vertices]
     arguments = dict(task_id=plan.region_task_id(logical), dag=dag, mode=plan.mode.value, logical=logical,
                      max_shards=shards_limit, executor_config=to_executor_config(slots),
@@ -236,6 +291,8 @@ def _region_task(dag, plan: Plan, logical: int, slots: RegionSlots, shards_limit
         arguments.update(waits_for_inputs=True, trigger_rule="one_success")
     if executor:
         arguments["executor"] = executor
+    if decision is not None:  # as many shards as the run's decision gives (Airflow's dynamic task mapping)
+        return RegionOperator.partial(**arguments).expand(shard=decision.output)
     if slots.shards == 1:
         return RegionOperator(shard=0, **arguments)
     return RegionOperator.partial(**arguments).expand(shard=list(range(slots.shards)))
@@ -273,10 +330,12 @@ def _region_dependencies(plan: Plan) -> dict[int, set[int]]:
     return upstream
 
 
-def _wire_regions(upstream: dict[int, set[int]], region_tasks: dict[int, Any]) -> None:
+def _wire_regions(upstream: dict[int, set[int]], region_tasks: dict[int, Any], decisions: dict[int, Any]) -> None:
+    """Each region task after the region tasks it reads from; a region decided per run after its decision
+    task, which comes after them."""
     for dst, sources in upstream.items():
         for src in sorted(sources):
-            region_tasks[src] >> region_tasks[dst]
+            region_tasks[src] >> decisions.get(dst, region_tasks[dst])
 
 
 def _wire_outside(plan: Plan, region_tasks: dict[int, Any], links: list[tuple[str, str, str]]) -> None:

@@ -148,6 +148,46 @@ def test_an_adaptive_vertex_is_decided_again_when_its_region_task_is_granted(sta
     assert figures["rows"] == 500 and parts == ["part-00000.parquet"]
 
 
+def test_an_adaptive_region_of_several_shards_is_decided_per_run_and_its_shards_are_mapped_over_the_decision(stack):
+    """`per_customer` [1, 8], 64 KiB per subtask, cut into shards: its decision task decides from the bytes
+    `orders` wrote, and Airflow maps its shards over the decision: 2 task instances for 8,000 orders, 6 for
+    70,000, and the sink has the reference's counts per customer both times."""
+    stack.wait_for_dag("adaptive_per_run")
+    stack.unpause("adaptive_per_run")
+    runs = {orders: stack.trigger("adaptive_per_run", conf={"orders": orders}) for orders in (8000, 70000)}
+    data_dir = stack.regionflow_options["data_dir"]
+    for orders, run_id in runs.items():
+        assert stack.wait_for_run("adaptive_per_run", run_id, timeout=600) == "success", orders
+    decided = {}
+    for orders, run_id in runs.items():
+        partitions = PartitionStore(data_dir, run_key_for("adaptive_per_run", run_id))
+        decision = partitions.decisions()["per_customer"]
+        shards = sorted(ti["map_index"] for ti in stack.task_instances("adaptive_per_run", run_id)
+                        if ti["task_id"] == "per_customer")
+        assert shards == list(range(decision["shards"])), (orders, decision)
+        assert decision["values"] == {"per_customer": decision["shards"]}, decision
+        decided[orders] = (decision["shards"], decision["input_bytes"])
+        log = stack.task_log("adaptive_per_run", run_id, "per_customer__decide", 1)
+        assert f"per_customer={decision['shards']}" in log and f"{decision['input_bytes']} bytes read" in log, log
+        layout, _ = dag_run_outputs(os.path.join(stack.dags_folder, "rf_adaptive.py"), "adaptive_per_run", run_id,
+                                    data_dir, 8)
+        assert len(layout.units_of_logical(1)) == decision["shards"]
+        figures = layout.sink_figures(partitions, data_dir)["per_customer"]
+        assert figures["path"].endswith(f"orders={orders}")
+        counts = {row["customer_id"]: row["count"] for row in _parquet_rows(figures["path"])}
+        expected = {}
+        for order_id in range(orders):
+            expected[order_id * 7919 % 500] = expected.get(order_id * 7919 % 500, 0) + 1
+        assert counts == expected, orders
+    assert decided[8000][0] == 2 and decided[70000][0] == 6, decided
+
+
+def _parquet_rows(path):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
 def test_an_adaptive_region_whose_full_request_waits_starts_with_the_free_slot_after_elastic_wait(stack):
     run_id = run(stack, "elastic_at_grant")
     assert stack.wait_for_run("elastic_at_grant", run_id, timeout=600) == "success"

@@ -134,7 +134,7 @@ def at_grant(plan: Plan, logical: int, max_shards: int | None, slots: int,
     them; the planned values, with the reason, when `grant_time_blocker` names one or nothing changes."""
     blocker = grant_time_blocker(plan, logical, max_shards)
     if blocker is not None:
-        return GrantDecision(_planned(plan, logical), plan, logical, f"planned values kept: {blocker}")
+        return GrantDecision(planned_values(plan, logical), plan, logical, f"planned values kept: {blocker}")
     if slots < 1:
         raise JobGraphError(f"cannot decide adaptive parallelism for a grant of {slots} slots; a grant has slots")
     return _decide(plan, logical, max_shards, slots, input_bytes)
@@ -160,7 +160,7 @@ def smaller_grants(plan: Plan, logical: int, max_shards: int | None, full: int) 
     return decisions
 
 
-def _planned(plan: Plan, logical: int) -> dict[str, int]:
+def planned_values(plan: Plan, logical: int) -> dict[str, int]:
     """The planned values of the adaptive vertices of logical region `logical`."""
     vertices = plan.graph.vertices
     names = (plan.topology.vertex_names[v] for v in plan.region_set.logical[logical].vertices)
@@ -169,13 +169,29 @@ def _planned(plan: Plan, logical: int) -> dict[str, int]:
 
 def _decide(plan: Plan, logical: int, max_shards: int | None, slots: int, input_bytes: int | None) -> GrantDecision:
     """`at_grant` for a region no `grant_time_blocker` holds back."""
+    planned = planned_values(plan, logical)
+    values, candidate, region, how = fitted(plan, logical, slots, input_bytes)
+    if values == planned:
+        return GrantDecision(planned, plan, logical, f"{how}: as planned")
+    if _other_units_moved(plan, candidate, logical, region, max_shards):
+        return GrantDecision(planned, plan, logical,
+                             f"planned values kept: {how} would move or rename another unit of the run")
+    return GrantDecision(values, candidate, region, f"{how} (planned {listed(planned)})", changed=True)
+
+
+def fitted(plan: Plan, logical: int, slots: int, input_bytes: int | None,
+           start: int | None = None) -> tuple[dict[str, int], Plan, int, str]:
+    """The rule for one logical region's adaptive vertices: start at `start` (default `slots`), cap each
+    declaration by the bytes read (`target_bytes_per_subtask`), clamp to [min, max], halve while one of the
+    region's pipelined regions needs more than `slots`. Returns the values, the plan built for them, the region's index
+    there, and how they were decided (a line for the log)."""
     from .plan import Plan  # the plan module imports this one
 
-    planned = _planned(plan, logical)
+    planned = planned_values(plan, logical)
     ranges = {name: span for name in planned if (span := plan.graph.vertices[name].parallelism_range) is not None}
     caps = _byte_caps(plan, ranges, input_bytes)
     first = None
-    target = slots
+    target = slots if start is None else start
     while True:
         values = {name: _clamp(min(target, caps.get(span, target)), span) for name, span in ranges.items()}
         candidate = plan if values == planned else Plan(apply(plan.graph, values), plan.mode)
@@ -187,13 +203,7 @@ def _decide(plan: Plan, logical: int, max_shards: int | None, slots: int, input_
             values, candidate, region = first  # no value fits: the fixed vertices need more; do not shrink
             break
         target = max(1, target // 2)
-    how = _explained(values, ranges, caps, slots, input_bytes)
-    if values == planned:
-        return GrantDecision(planned, plan, logical, f"{how}: as planned")
-    if _other_units_moved(plan, candidate, logical, region, max_shards):
-        return GrantDecision(planned, plan, logical,
-                             f"planned values kept: {how} would move or rename another unit of the run")
-    return GrantDecision(values, candidate, region, f"{how} (planned {_listed(planned)})", changed=True)
+    return values, candidate, region, _explained(values, ranges, caps, slots, input_bytes)
 
 
 def _byte_caps(plan: Plan, ranges: Mapping[str, tuple[int, int]],
@@ -239,7 +249,7 @@ def _other_units_moved(plan: Plan, candidate: Plan, logical: int, region: int, m
 
 def _explained(values: Mapping[str, int], ranges: Mapping[str, tuple[int, int]],
                caps: Mapping[tuple[int, int], int], slots: int, input_bytes: int | None) -> str:
-    text = f"{_listed(values)} for {slots} granted slot(s)"
+    text = f"{listed(values)} for {slots} granted slot(s)"
     if caps:
         text += f" and {input_bytes} bytes read (at most {', '.join(str(c) for c in caps.values())} by " \
                 f"target_bytes_per_subtask)"
@@ -247,9 +257,9 @@ def _explained(values: Mapping[str, int], ranges: Mapping[str, tuple[int, int]],
     return f"{text}, declared {', '.join(declared)}"
 
 
-def _listed(values: Mapping[str, int]) -> str:
+def listed(values: Mapping[str, int]) -> str:
     return ", ".join(f"{name}={value}" for name, value in values.items())
 
 
-__all__ = ["GrantDecision", "apply", "at_grant", "decide", "decided", "decided_plan", "grant_time_blocker",
-           "smaller_grants"]
+__all__ = ["GrantDecision", "apply", "at_grant", "decide", "decided", "decided_plan", "fitted", "grant_time_blocker",
+           "listed", "planned_values", "smaller_grants"]

@@ -55,13 +55,13 @@ def key_grouped_edges(plan: Plan, max_shards: int | None) -> dict[int, int]:
             continue
         logical = logical_of[exec_edge.dst]
         if logical not in several:
-            several[logical] = _several_shards_at_max(plan, logical, max_shards)
+            several[logical] = several_shards_at_max(plan, logical, max_shards)
         if several[logical]:
             grouped[exec_edge.index] = span[1]
     return grouped
 
 
-def _several_shards_at_max(plan: Plan, logical: int, max_shards: int | None) -> bool:
+def several_shards_at_max(plan: Plan, logical: int, max_shards: int | None) -> bool:
     """Whether logical region `logical` runs as more than one shard with its adaptive vertices at their max."""
     from .plan import Plan  # the plan module imports the adaptive one, which this one imports
 
@@ -81,4 +81,4 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-__all__ = ["key_group_range", "key_grouped_edges"]
+__all__ = ["key_group_range", "key_grouped_edges", "several_shards_at_max"]

@@ -49,6 +49,7 @@ from ..scheduling.speculation import (
     shards_from_attempts,
 )
 from ..scheduling.speculation_policy import SpeculationConfig
+from ..spark.data.store import PartitionStore, run_key_for
 from ..store import RegionflowStore, job_id_for
 
 MIN_RESCHEDULE_INTERVAL_S = 5.0
@@ -76,14 +77,15 @@ class SpeculationSensor(BaseSensorOperator):
     def __init__(self, *, region_task_id: str, total_shards: int, mode: str, logical: int, max_shards: int,
                  shard_requests: Sequence[Sequence[Mapping[str, Any]]], shard_labels: Sequence[str],
                  speculation: Mapping[str, Any] | SpeculationConfig | None = None,
-                 blocklist_expiry: float | None = None, **kwargs: Any) -> None:
+                 blocklist_expiry: float | None = None, decided_per_run: bool = False, **kwargs: Any) -> None:
         config = speculation if isinstance(speculation, SpeculationConfig) else \
             SpeculationConfig.from_mapping(speculation or {})
         kwargs.setdefault("mode", "reschedule")
         kwargs.setdefault("poke_interval", sensor_poke_interval(config, kwargs["mode"]))
         super().__init__(**kwargs)
         self.region_task_id = region_task_id
-        self.total_shards = int(total_shards)
+        self.total_shards = int(total_shards)  # at the declared max for a region `decided_per_run`
+        self.decided_per_run = decided_per_run
         self.region_mode = mode  # the exchange mode (BaseSensorOperator owns `mode`)
         self.logical = logical
         self.max_shards = max_shards
@@ -117,7 +119,7 @@ class SpeculationSensor(BaseSensorOperator):
         dag, run_id = context["dag"], context["run_id"]
         now = time.time()
         config = self.config
-        shards = self.snapshot(store, dag.dag_id, run_id)
+        shards = self.snapshot(store, dag.dag_id, run_id, self.shards_of_run(rf_config, dag.dag_id, run_id))
         decision = detect(shards, now, config)
         expiry = rf_config.blocklist_expiry if self.blocklist_expiry is None else self.blocklist_expiry
         for slow in decision.slow:
@@ -131,12 +133,21 @@ class SpeculationSensor(BaseSensorOperator):
             return True
         return False
 
-    def snapshot(self, store: RegionflowStore, dag_id: str, run_id: str) -> tuple[ShardView, ...]:
+    def shards_of_run(self, rf_config: RegionflowConfig, dag_id: str, run_id: str) -> int:
+        """The region's shard count in this run: its decision's for a region decided per run (its task
+        instances wait for the decision, so before it there is nothing to watch)."""
+        if not self.decided_per_run:
+            return self.total_shards
+        decision = PartitionStore(rf_config.data_dir, run_key_for(dag_id, run_id)).decisions().get(self.region_task_id)
+        return int(decision["shards"]) if decision else 0
+
+    def snapshot(self, store: RegionflowStore, dag_id: str, run_id: str,
+                 total: int | None = None) -> tuple[ShardView, ...]:
         views = [AttemptView(shard=max(r.map_index, 0), attempt_id=r.attempt_id, host=r.host,
                              started_at=r.started_at, ended_at=r.ended_at, state=r.state.value,
                              input_bytes=r.input_bytes, speculative=r.speculative)
                  for r in store.attempts(dag_id, run_id, self.region_task_id)]
-        return shards_from_attempts(views, self.total_shards)
+        return shards_from_attempts(views, self.total_shards if total is None else total)
 
     def speculate(self, store: RegionflowStore, context: Any, rf_config: RegionflowConfig, decision: Decision,
                   slow: SlowAttempt, now: float, expiry: float) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.adaptive import apply
 from ..core.graph import JobGraph, load_dag_file_job
 from ..core.plan import Plan
 from ..spark.data.store import PartitionStore, run_key_for
@@ -63,8 +64,9 @@ def dag_run_outputs(dag_file: str, dag_id: str, run_id: str, data_dir: str,
                     max_shards: int) -> tuple[UnitLayout, PartitionStore]:
     """The unit layout of a transformed DAG and its run's partition store (committed units, sinks):
     ``layout.sink_figures(partitions, data_dir)`` gives each sink's rows, checksum and path."""
-    layout = UnitLayout(Plan(load_dag_file_job(dag_file, dag_id)), max_shards)
-    return layout, PartitionStore(data_dir, run_key_for(dag_id, run_id))
+    partitions = PartitionStore(data_dir, run_key_for(dag_id, run_id))
+    graph = apply(load_dag_file_job(dag_file, dag_id), partitions.decided_values())  # the run's decisions
+    return UnitLayout(Plan(graph), max_shards), partitions
 
 
 __all__ = ["JOB_ATTRIBUTE", "JobSource", "attach_job", "attached_job", "dag_run_outputs", "registered_job"]

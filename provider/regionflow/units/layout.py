@@ -120,6 +120,12 @@ class UnitLayout:
             read += [dataset] if values is None else [f"{dataset}/{UNIT_COLUMN}={value}" for value in values]
         return sum(store.fs.size(path) for path in read)
 
+    def region_input_bytes(self, logical: int, store: PartitionStore) -> int | None:
+        """Bytes of the committed partitions logical region `logical` reads, each producer dataset once
+        (all its key groups; a broadcast one once); None when it reads none."""
+        paths = {path for unit in self.units_of_logical(logical) for path in self.producer_datasets(unit, store)}
+        return sum(store.fs.size(path) for path in sorted(paths)) if paths else None
+
     @cached_property
     def key_groups(self) -> dict[int, int]:
         """``{edge index: K}`` of the key-grouped edges (`core.keygroups`)."""

@@ -1,15 +1,16 @@
-"""`OpenedUnit`: one shard of a region task opened for a run: its plan, layout, unit, partition store and
-work dir, what it waits for, its sinks, and its unit task at a grant. The region task and the speculation
-sensor (which writes a copy's unit task template) open the same unit the same way, so both build the same
-unit task for a shard. The region task binds its run's values (`bind`: context and rendered fields), which
-are saved beside the unit's task files; the sensor loads them (`load_bound`) for the copy's template, so a
-copy sees exactly its original's values."""
+"""`OpenedUnit`: one shard of a region task opened for a run: its plan (with the run's recorded decisions,
+`core.run_decision`), layout, unit, partition store and work dir, what it waits for, its sinks, and its unit
+task at a grant. The region task and the speculation sensor (which writes a copy's unit task template) open
+the same unit the same way, so both build the same unit task for a shard. The region task binds its run's
+values (`bind`: context and rendered fields), which are saved beside the unit's task files; the sensor loads
+them (`load_bound`) for the copy's template, so a copy sees exactly its original's values."""
 from __future__ import annotations
 
 import json
 import os
 
 from ..config import RegionflowConfig
+from ..core.adaptive import apply
 from ..core.errors import RegionflowError
 from ..core.plan import Plan
 from ..core.run_context import RunContext
@@ -35,13 +36,14 @@ class OpenedUnit:
                  config: RegionflowConfig) -> None:
         self.config = config
         self.source = source
-        self.plan = Plan(source.graph, mode)
+        self.partitions = PartitionStore(config.data_dir, run_key_for(source.dag_id, run_id))
+        # the run's decisions for adaptive regions cut into shards (`core.run_decision`), as recorded so far
+        self.plan = Plan(apply(source.graph, self.partitions.decided_values()), mode)
         self.layout = UnitLayout(self.plan, max_shards)
         units = self.layout.units_of_logical(logical)
         if not 0 <= shard < len(units):
             raise RegionflowError(f"logical region {logical} has {len(units)} shard(s); there is no shard {shard}")
         self.unit = units[shard]
-        self.partitions = PartitionStore(config.data_dir, run_key_for(source.dag_id, run_id))
         self.work_dir = run_work_dir(config.data_dir, self.partitions.run_id)
         self._builder: UnitTaskBuilder | None = None
         self.context = RunContext()

@@ -1,7 +1,7 @@
 """Adaptive parallelism decided at grant time through Airflow. adaptive_at_grant: orders (2 subtasks) hashed,
 blocking, to `per_customer`, declared [1, 8] with 1 GiB per subtask. The DAG is planned for the cluster's 4
 slots (per_customer=4); when its region task is granted, it reads a few KB and runs as one subtask.
-elastic_at_grant: below."""
+elastic_at_grant and adaptive_per_run: below."""
 from datetime import datetime
 
 from airflow.providers.standard.operators.python import PythonOperator
@@ -43,3 +43,27 @@ with DAG("elastic_at_grant", schedule=None, start_date=datetime(2026, 1, 1), cat
                                          sink="e2e/elastic_at_grant/orders")
     PythonOperator(task_id="pause", python_callable=pause) >> elastic_orders
 regionflow.transform(elastic_at_grant, mode="all-pipelined")
+
+
+def orders_of_run(spark, inputs, ctx):
+    """``params["orders"]`` of the example's orders (the DAG's default, or the run's conf)."""
+    from pyspark.sql import functions as F
+
+    order_id = F.col("id")
+    return ctx.range(spark, int(ctx.params["orders"])).select(
+        order_id.alias("order_id"), (order_id * 7919 % job.CUSTOMERS).alias("customer_id"),
+        (order_id * 104729 % job.PRODUCTS).alias("product_id"), (order_id * 31 % 5).alias("quantity"),
+        (order_id * 17 % 1000 + 99).alias("unit_price_cents"))
+
+
+# adaptive_per_run: per_customer, declared [1, 8] with 64 KiB per subtask, is cut into shards (max_shards 8), so
+# its parallelism is decided per run by its decision task, from the bytes `orders` wrote (by key group), and its
+# shards are mapped over the decision: 2 for the default 8,000 orders (about 84 KB), 6 for 70,000 (about 360 KB).
+with DAG("adaptive_per_run", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+         params={"orders": 8000}) as adaptive_per_run:
+    run_orders = SparkVertexOperator(task_id="orders", parallelism=2, fn=orders_of_run)
+    run_per_customer = SparkVertexOperator(task_id="per_customer", parallelism=(1, 8), fn=job.count_per_customer,
+                                           target_bytes_per_subtask=64 << 10,
+                                           sink="e2e/adaptive_per_run/orders={{ params.orders }}")
+    run_orders >> hash_by("customer_id") >> run_per_customer
+regionflow.transform(adaptive_per_run, mode="all-blocking", max_shards=8)

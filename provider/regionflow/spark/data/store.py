@@ -18,6 +18,8 @@ Layout of one run::
       units/{unit_key}/                      the committed attempt: same tree, plus
         _manifest.json, _SUCCESS             written before the rename that publishes the unit (the
                                              manifest records every file's size: `integrity`)
+      _decisions/{region}.json               the run's decision for an adaptive region cut into shards
+                                             (`core.run_decision`): first one wins, every task reads it
 
 Atomicity: an attempt writes everything, then the manifest, then ``_SUCCESS``, then renames its whole
 directory to ``units/{unit_key}`` in one step. Readers only resolve paths under ``units/``, so they see
@@ -43,13 +45,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .filesystems import FileSystem, PartitionStoreError, filesystem_for, is_local_uri, join, local_path, read_json
+from .filesystems import (
+    FileSystem,
+    PartitionStoreError,
+    filesystem_for,
+    is_local_uri,
+    join,
+    local_path,
+    read_json,
+    write_atomically,
+)
 from .integrity import FILES_KEY, MANIFEST, RELEASED_SUFFIX, file_sizes
 
 SUCCESS = "_SUCCESS"
 SINK_MARKER = "_regionflow_sink.json"
 ATTEMPTS = "_attempts"
 UNITS = "units"
+DECISIONS = "_decisions"
 SINK_STAGING = "_sink"
 # Columns of the Parquet datasets regionflow writes; partition columns are Hive-style directories.
 UNIT_COLUMN = "_rf_unit"  # partition column of a blocking edge's dataset: the consumer unit (or key group) of a row
@@ -301,6 +313,37 @@ class PartitionStore:
     def released(self, path: str) -> bool:
         """Whether the committed partition dataset `path` was released (`release`)."""
         return self.fs.exists(path + RELEASED_SUFFIX)
+
+    # ---- the run's decisions ------------------------------------------------------------------------
+
+    def record_decision(self, region: str, decision: dict[str, Any]) -> dict[str, Any]:
+        """Record the run's decision for adaptive region `region` (a region task id) unless one is recorded
+        already, and return the recorded one: the first decision wins, so a cleared decision task cannot
+        change the units of a run that may have committed some of them."""
+        path = join(self.root, DECISIONS, f"{safe_component(region)}.json")
+        self.fs.mkdirs(join(self.root, DECISIONS))
+        write_atomically(self.fs, path, json.dumps(decision, sort_keys=True).encode(), replace=False)
+        recorded = read_json(self.fs, path)
+        if recorded is None:
+            raise PartitionStoreError(f"the decision for region {region} was written to {path} but cannot be read "
+                                      f"back; check the data dir's file system")
+        return recorded
+
+    def decisions(self) -> dict[str, dict[str, Any]]:
+        """``{region: decision}`` recorded so far in this run."""
+        folder = join(self.root, DECISIONS)
+        found: dict[str, dict[str, Any]] = {}
+        for name in self.fs.list_dir(folder):  # names only; a hidden one is a write in flight
+            if name.endswith(".json") and not name.startswith("."):
+                recorded = read_json(self.fs, join(folder, name))
+                if recorded is not None:
+                    found[name[:-len(".json")]] = recorded
+        return found
+
+    def decided_values(self) -> dict[str, int]:
+        """Every adaptive vertex value the run's decisions set (`core.adaptive.apply` takes them)."""
+        return {vertex: int(value) for decision in self.decisions().values()
+                for vertex, value in decision.get("values", {}).items()}
 
     def __repr__(self) -> str:
         return f"PartitionStore({self.root!r}, fs={self.fs!r})"

@@ -1,0 +1,83 @@
+"""The run's decision for an adaptive region cut into shards, at the service layer (no Airflow, no Spark):
+`decide_region` sizes it from the bytes its producers committed and records it in the run's partition
+store; the first decision wins, so a cleared decision task gets the same answer; a shard opened after it
+(its first try or a retry) runs in the decided layout and reads the same key groups. The Airflow run is in
+tests/airflow/test_e2e_session.py (`adaptive_per_run`)."""
+import os
+
+import pytest
+
+from regionflow.config import RegionflowConfig
+from regionflow.core.adaptive import decided_plan
+from regionflow.core.graph import JobGraph
+from regionflow.spark.data.store import UNIT_COLUMN, PartitionStore, run_key_for
+from regionflow.spark.driver.exchange import directories_read
+from regionflow.units.dags import JobSource
+from regionflow.units.decisions import decide_region
+from regionflow.units.layout import UnitLayout
+from regionflow.units.opened import OpenedUnit
+
+KIB = 1 << 10
+RUN = "manual__2026-12-07"
+
+
+@pytest.fixture
+def config(tmp_path):
+    options = {"hosts": "h1:slots=2", "data_dir": str(tmp_path / "data")}
+    return RegionflowConfig.from_values(lambda name: options.get(name, ""), airflow_home=str(tmp_path))
+
+
+def source() -> JobSource:
+    graph = JobGraph("per_run")
+    graph.add_vertex("scan", 2, fn="m:f")
+    graph.add_vertex("agg", (1, 8), fn="m:g", target_bytes_per_subtask=64 * KIB)
+    graph.connect("scan", "agg", "hash", "blocking", keys=["k"])
+    return JobSource(decided_plan(graph.validate(), 2, "all-blocking").graph, "/dags/per_run.py", "per_run")
+
+
+def commit_producers(config, written: int) -> PartitionStore:
+    """The scan units' committed partitions of the edge into agg: `written` bytes in all, over 8 key groups."""
+    partitions = PartitionStore(config.data_dir, run_key_for("per_run", RUN))
+    layout = UnitLayout(decided_plan(source().graph, 2, "all-blocking"), 8)
+    edge = next(e.index for e in layout.plan.topology.edges)
+    producers = layout.units_of_logical(0)
+    for unit in producers:
+        for group in range(8):
+            path = os.path.join(partitions.partition_path(layout.keys[unit], edge), f"{UNIT_COLUMN}={group}")
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, "part-0.parquet"), "wb") as handle:
+                handle.write(b"x" * (written // (8 * len(producers))))
+    return partitions
+
+
+def test_the_decision_follows_the_bytes_is_recorded_and_the_first_one_wins(config):
+    partitions = commit_producers(config, 360 * KIB)
+    decision = decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config)
+    assert decision["values"] == {"agg": 6} and decision["shards"] == 6 and decision["input_bytes"] == 360 * KIB
+    assert partitions.decisions() == {"agg": {key: decision[key] for key in ("values", "shards", "reason",
+                                                                              "input_bytes")}}
+    assert partitions.decided_values() == {"agg": 6}
+    commit_producers(config, 90 * KIB)  # a cleared decision task meets other bytes: the run keeps its decision
+    again = decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config)
+    assert again["shards"] == 6 and again["reason"].startswith("decided earlier in this run")
+
+
+def test_every_try_of_a_shard_opens_the_decided_layout_and_reads_the_same_key_groups(config):
+    commit_producers(config, 360 * KIB)
+    decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config)
+    reads = []
+    for _ in range(2):  # the first try and a retry open the shard the same way
+        opened = OpenedUnit(source(), RUN, "all-blocking", 1, 8, 3, config)
+        layout, unit = opened.layout, opened.unit
+        assert len(layout.units_of_logical(1)) == 6 and opened.name == "agg[3]"
+        edge = layout.plan.topology.edges[0]
+        span = layout._span(unit, edge.dst)
+        reads.append(directories_read(edge, span, 6, layout.shards[unit].index, layout.key_groups[edge.index]))
+    assert reads[0] == reads[1] == range(4, 6)  # subtask 3 of 6 reads key groups [ceil(3*8/6), ceil(4*8/6))
+    with pytest.raises(Exception, match="no shard 6"):
+        OpenedUnit(source(), RUN, "all-blocking", 1, 8, 6, config)
+
+
+def test_without_a_decision_a_shard_opens_the_parse_time_layout(config):
+    opened = OpenedUnit(source(), "manual__other", "all-blocking", 1, 8, 1, config)
+    assert len(opened.layout.units_of_logical(1)) == 2  # planned for the cluster's 2 slots
