@@ -12,7 +12,7 @@ not in these figures: it would add most to fixed 8). The decided job's makespan 
 Figures are medians; the ratio is the decided makespan over the better fixed one, round by round.
 
 Usage: .venv/bin/python benchmarks/per_run_decision.py [--orders 20000] [--scales 1,10,100] [--repeats 3]
-       [--slots 2] [--target-kib 256]
+       [--slots 2] [--target-kib 16384]
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--scales", default="1,10,100")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--slots", type=int, default=2)
-    parser.add_argument("--target-kib", type=int, default=256)
+    parser.add_argument("--target-kib", type=int, default=16384)  # Flink's default: 16 MiB
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one size, in this process
     args = parser.parse_args()
     if args.one:

@@ -30,4 +30,4 @@ def fixed_8() -> JobGraph:
 
 
 def adaptive() -> JobGraph:
-    return _job("per_run_adaptive", (1, 8), int(os.environ.get(TARGET_ENV, str(256 << 10))))
+    return _job("per_run_adaptive", (1, 8), int(os.environ.get(TARGET_ENV, str(16 << 20))))

@@ -89,5 +89,5 @@ def test_the_plan_document_shows_k_on_the_adaptive_vertex_whose_inputs_are_key_g
     plan = decided_plan(job(), 4, "all-blocking")
     assert plan_document(plan, max_shards=4)["adaptive_parallelism"]["agg"] == {
         "declared": [1, 8], "decided": 4, "at_grant": "the region runs as several shards, each with its own grant",
-        "key_groups": 8}
+        "key_groups": 8, "per_run": True}
     assert "key_groups" not in plan_document(plan, max_shards=1)["adaptive_parallelism"]["agg"]
