@@ -20,8 +20,8 @@ from typing import Any
 from .core.adaptive import grant_time_blocker
 from .core.keygroups import key_grouped_edges
 from .core.plan import Plan
-from .core.run_decision import run_time_blocker
 from .core.resources import UNKNOWN
+from .core.run_decision import run_time_blocker
 from .spark.launch.sizing import region_spark_conf, slot_size
 
 
