@@ -19,6 +19,7 @@ COMMANDS = [
     [sys.executable, "benchmarks/blocking_floor.py", "--sf", "0.1", "--repeats", "3", "--queries", "1,3,9,18"],
     [sys.executable, "benchmarks/key_groups.py", "--repeats", "7"],
     [sys.executable, "benchmarks/per_run_decision.py", "--repeats", "3"],
+    [sys.executable, "benchmarks/keygroup_writes.py"],
     [sys.executable, "benchmarks/airflow_executor.py"],
     [sys.executable, "benchmarks/conformance.py"],
     [sys.executable, "benchmarks/speculation.py"],

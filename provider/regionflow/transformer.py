@@ -8,7 +8,9 @@ Blocking edges between logical regions become Airflow dependencies; tasks the us
 vertex are linked to its region task. A region task one of whose shards reads only some shards of an
 upstream region task (a pointwise blocking edge) waits per shard instead: Airflow's ``one_success`` rule
 on its upstream region tasks, then each shard defers until the partitions it reads are committed
-(`regionflow.triggers.inputs`). Each region task carries its slot requests in
+(`regionflow.triggers.inputs`). An adaptive region cut into shards whose inputs are stored by key group is
+decided per run (`core.run_decision`): a decision task ``<region task id>__decide`` runs after its upstream
+region tasks, and the region task is mapped over its result. Each region task carries its slot requests in
 ``executor_config["regionflow"]`` for the RegionExecutor's FIFO bulk pool, through the typed, versioned
 `regionflow.contract` (`RegionSlots`); the task of the first logical region also carries the plan's
 reference (the job spec, without functions, and the mode), which the UI plugin reads from the
@@ -201,7 +203,7 @@ def _speculation_tasks(dag, plan: Plan, region_tasks: dict[int, Any],
         # function writes elsewhere itself (external_writes) would write twice
         through = {names[v]: not plan.graph.vertices[names[v]].external_writes for v in logical.vertices}
         policy = SpeculationPolicy.for_region(members, dag_flag, through, spec_config)
-        units = slots[logical.index].labels  # at the declared max for a region decided per run
+        units = slots[logical.index].labels  # at its most shards for a region decided per run
         if policy.enabled and len(units) < 2:
             policy = SpeculationPolicy.off("the region has a single shard: no siblings to compare with")
         policies[logical.index] = policy

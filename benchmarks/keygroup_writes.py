@@ -1,0 +1,90 @@
+"""Where the key groups' write cost goes (issue 50): one producer partition of the example's orders written as
+one directory (what a producer of a consumer fixed at one shard writes: no hash) against 8 key-group
+directories with ``partitionBy`` (what a producer of an adaptive consumer writes), and three Spark settings
+that might make the second cheaper: append instead of overwrite, concurrent output writers instead of the
+planned sort (``spark.sql.maxConcurrentOutputFileWriters``; each open Parquet writer buffers its own row
+group, so it costs memory), and the v2 output committer. Plain PySpark, ``local[2]``, one input partition;
+medians after a warm-up round.
+
+Usage: .venv/bin/python benchmarks/keygroup_writes.py [--rows 2000000] [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from contextlib import contextmanager
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def orders():
+        order_id = F.col("id")
+        return spark.range(0, args.rows, 1, 1).select(
+            order_id.alias("order_id"), (order_id * 7919 % 500).alias("customer_id"),
+            (order_id * 104729 % 60).alias("product_id"), (order_id * 31 % 5).alias("quantity"),
+            (order_id * 17 % 1000 + 99).alias("unit_price_cents"))
+
+    def grouped(path: str, mode: str = "overwrite") -> None:
+        orders().withColumn("_rf_unit", F.expr("pmod(hash(customer_id), 8)")).write.mode(mode) \
+            .partitionBy("_rf_unit").parquet(path)
+
+    @contextmanager
+    def sql_conf(key: str, value: str):
+        spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            spark.conf.unset(key)
+
+    def concurrent(path: str) -> None:
+        with sql_conf("spark.sql.maxConcurrentOutputFileWriters", "8"):
+            grouped(path)
+
+    def committer_v2(path: str) -> None:
+        hadoop.set("mapreduce.fileoutputcommitter.algorithm.version", "2")
+        try:
+            grouped(path)
+        finally:
+            hadoop.set("mapreduce.fileoutputcommitter.algorithm.version", "1")
+
+    variants = {"one directory": lambda path: orders().write.mode("overwrite").parquet(f"{path}/_rf_unit=0"),
+                "8 key groups": grouped, "8 key groups, append": lambda path: grouped(path, "append"),
+                "8 key groups, concurrent writers": concurrent, "8 key groups, committer v2": committer_v2}
+    root = tempfile.mkdtemp(prefix="rf-bench-writes-")
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    try:
+        for repeat in range(args.repeats + 1):  # the first round warms the JVM up and is not counted
+            for number, (name, write) in enumerate(variants.items()):
+                path = f"{root}/{repeat}-{number}"
+                started = time.monotonic()
+                write(path)
+                if repeat:
+                    times[name].append(time.monotonic() - started)
+                shutil.rmtree(path, ignore_errors=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    base = statistics.median(times["one directory"])
+    print(json.dumps({"rows": args.rows, "repeats": args.repeats,
+                      "seconds": {name: round(statistics.median(values), 3) for name, values in times.items()},
+                      "ratio_to_one_directory": {name: round(statistics.median(values) / base, 2)
+                                                 for name, values in times.items()}}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
