@@ -11,7 +11,6 @@ from regionflow.config import RegionflowConfig
 from regionflow.core.adaptive import decided_plan
 from regionflow.core.graph import JobGraph
 from regionflow.spark.data.store import UNIT_COLUMN, PartitionStore, run_key_for
-from regionflow.spark.driver.exchange import directories_read
 from regionflow.units.dags import JobSource
 from regionflow.units.decisions import decide_region
 from regionflow.units.layout import UnitLayout
@@ -35,8 +34,10 @@ def source() -> JobSource:
     return JobSource(decided_plan(graph.validate(), 2, "all-blocking").graph, "/dags/per_run.py", "per_run")
 
 
-def commit_producers(config, written: int) -> PartitionStore:
-    """The scan units' committed partitions of the edge into agg: `written` bytes in all, over 8 key groups."""
+def commit_producers(config, written: int) -> tuple[PartitionStore, int]:
+    """The scan units' committed partitions of the edge into agg: `written` bytes in all, over 8 key groups,
+    key group g's file `g` bytes longer than group 0's (so the groups a unit reads show in its bytes); returns
+    the store and the bytes written (`written`, less a rounding)."""
     partitions = PartitionStore(config.data_dir, run_key_for("per_run", RUN))
     layout = UnitLayout(decided_plan(source().graph, 2, "all-blocking"), 8)
     edge = next(e.index for e in layout.plan.topology.edges)
@@ -46,14 +47,19 @@ def commit_producers(config, written: int) -> PartitionStore:
             path = os.path.join(partitions.partition_path(layout.keys[unit], edge), f"{UNIT_COLUMN}={group}")
             os.makedirs(path, exist_ok=True)
             with open(os.path.join(path, "part-0.parquet"), "wb") as handle:
-                handle.write(b"x" * (written // (8 * len(producers))))
-    return partitions
+                handle.write(b"x" * (group_bytes(written) + group))
+    return partitions, 16 * group_bytes(written) + 2 * sum(range(8))
+
+
+def group_bytes(written: int) -> int:
+    """Key group 0's file of one of the 2 producer units; the 16 files hold `written` bytes in all."""
+    return (written - 2 * sum(range(8))) // 16
 
 
 def test_the_decision_follows_the_bytes_is_recorded_and_the_first_one_wins(config):
-    partitions = commit_producers(config, 360 * KIB)
+    partitions, written = commit_producers(config, 360 * KIB)
     decision = decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config)
-    assert decision["values"] == {"agg": 6} and decision["shards"] == 6 and decision["input_bytes"] == 360 * KIB
+    assert decision["values"] == {"agg": 6} and decision["shards"] == 6 and decision["input_bytes"] == written
     assert partitions.decisions() == {"agg": {key: decision[key] for key in ("values", "shards", "reason",
                                                                               "input_bytes")}}
     assert partitions.decided_values() == {"agg": 6}
@@ -70,10 +76,9 @@ def test_every_try_of_a_shard_opens_the_decided_layout_and_reads_the_same_key_gr
         opened = OpenedUnit(source(), RUN, "all-blocking", 1, 8, 3, config)
         layout, unit = opened.layout, opened.unit
         assert len(layout.units_of_logical(1)) == 6 and opened.name == "agg[3]"
-        edge = layout.plan.topology.edges[0]
-        span = layout._span(unit, edge.dst)
-        reads.append(directories_read(edge, span, 6, layout.shards[unit].index, layout.key_groups[edge.index]))
-    assert reads[0] == reads[1] == range(4, 6)  # subtask 3 of 6 reads key groups [ceil(3*8/6), ceil(4*8/6))
+        reads.append(layout.input_bytes(unit, opened.partitions))
+    # subtask 3 of 6 reads key groups [ceil(3*8/6), ceil(4*8/6)) = 4 and 5, of both producer units
+    assert reads[0] == reads[1] == 2 * (2 * group_bytes(360 * KIB) + 4 + 5)
     with pytest.raises(Exception, match="no shard 6"):
         OpenedUnit(source(), RUN, "all-blocking", 1, 8, 6, config)
 

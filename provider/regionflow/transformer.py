@@ -97,8 +97,9 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
         raise JobGraphError(f"transform(dag {dag.dag_id!r}, max_shards={max_shards!r}): max_shards must be an "
                             f"integer >= 1 (or None for [regionflow] max_shards, {config.max_shards})")
     layout = UnitLayout(plan, shards_limit)
-    per_run = {lr.index for lr in plan.region_set.logical if run_time_blocker(plan, lr.index, shards_limit) is None}
-    _check_byte_targets(dag.dag_id, plan, shards_limit, per_run)
+    run_blockers = {lr.index: run_time_blocker(plan, lr.index, shards_limit) for lr in plan.region_set.logical}
+    per_run = {index for index, blocker in run_blockers.items() if blocker is None}
+    _check_byte_targets(dag.dag_id, plan, shards_limit, run_blockers)
     # a region decided per run: each shard asks for the slots of one shard at the value that gives it the most
     # shards (a shard that gets several regions in a run with more subtasks runs them one at a time on those)
     wide = UnitLayout(Plan(apply(graph, _most_shards(plan, per_run, shards_limit)), plan.mode), shards_limit) \
@@ -128,19 +129,20 @@ def transform(dag, mode: ExchangeMode | str | None = None, max_shards: int | Non
     return TransformResult(plan, layout, region_tasks, policies, sensors, decision_tasks)
 
 
-def _check_byte_targets(dag_id: str, plan: Plan, shards_limit: int, per_run: set[int]) -> None:
+def _check_byte_targets(dag_id: str, plan: Plan, shards_limit: int, run_blockers: dict[int, str | None]) -> None:
     """Refuse, at parse time, a ``target_bytes_per_subtask`` that could never take effect: its region is
-    decided neither when its one unit is granted nor per run."""
+    decided neither when its one unit is granted nor per run (`run_blockers`: `run_time_blocker` per region)."""
     names = plan.topology.vertex_names
     for logical in plan.region_set.logical:
         targeted = [names[v] for v in logical.vertices if plan.graph.vertices[names[v]].target_bytes_per_subtask]
-        if not targeted or logical.index in per_run:
+        run_blocker = run_blockers[logical.index]
+        if not targeted or run_blocker is None:
             continue
         blocker = grant_time_blocker(plan, logical.index, shards_limit)
         if blocker is None:
             continue
-        if blocker.startswith("the region runs as several shards"):
-            blocker = run_time_blocker(plan, logical.index, shards_limit) or blocker
+        if min(len(logical.regions), shards_limit) > 1:  # planned as shards: per run is what it needed
+            blocker = run_blocker
         raise JobGraphError(
             f"DAG {dag_id!r}: vertex {targeted[0]!r} declares target_bytes_per_subtask, but its region can be sized "
             f"from bytes neither when granted nor per run: {blocker}; feed it through hash_by(...) or rebalance() "

@@ -173,7 +173,7 @@ def _decide(plan: Plan, logical: int, max_shards: int | None, slots: int, input_
     values, candidate, region, how = fitted(plan, logical, slots, input_bytes)
     if values == planned:
         return GrantDecision(planned, plan, logical, f"{how}: as planned")
-    if _other_units_moved(plan, candidate, logical, region, max_shards):
+    if units_moved(plan, candidate, logical, region, max_shards):
         return GrantDecision(planned, plan, logical,
                              f"planned values kept: {how} would move or rename another unit of the run")
     return GrantDecision(values, candidate, region, f"{how} (planned {listed(planned)})", changed=True)
@@ -237,14 +237,17 @@ def _same_logical(candidate: Plan, plan: Plan, logical: int) -> int:
     return next(other.index for other in candidate.region_set.logical if other.vertices == wanted)
 
 
-def _other_units_moved(plan: Plan, candidate: Plan, logical: int, region: int, max_shards: int | None) -> bool:
-    """Whether the candidate plan changes anything outside the region: a unit elsewhere must keep its
-    name and position, which the rows' routing and the commits of the run go by (and the region stays
-    one unit)."""
+def units_moved(plan: Plan, candidate: Plan, logical: int, region: int, max_shards: int | None, *,
+                count_may_change: bool = False) -> bool:
+    """Whether the candidate plan (logical region `logical` of `plan` is `region` there) renames a unit
+    outside the region, or, unless `count_may_change` (a decision per run), changes the region's unit count
+    or where its units sit among the others: the rows' routing and the commits of the run go by a unit's
+    name and position."""
     before = [(shard.logical == logical, plan.shard_name(shard)) for shard in plan.shards(max_shards)]
     after = [(shard.logical == region, candidate.shard_name(shard)) for shard in candidate.shards(max_shards)]
-    return len(before) != len(after) or any(b[0] != a[0] or (not b[0] and b[1] != a[1])
-                                            for b, a in zip(before, after, strict=True))
+    if [name for inside, name in before if not inside] != [name for inside, name in after if not inside]:
+        return True
+    return not count_may_change and [inside for inside, _ in before] != [inside for inside, _ in after]
 
 
 def _explained(values: Mapping[str, int], ranges: Mapping[str, tuple[int, int]],
@@ -262,4 +265,4 @@ def listed(values: Mapping[str, int]) -> str:
 
 
 __all__ = ["GrantDecision", "apply", "at_grant", "decide", "decided", "decided_plan", "fitted", "grant_time_blocker",
-           "listed", "planned_values", "smaller_grants"]
+           "listed", "planned_values", "smaller_grants", "units_moved"]

@@ -26,6 +26,7 @@ from .adaptive import apply
 from .graph import Distribution
 
 if TYPE_CHECKING:
+    from .graph import Edge, Vertex
     from .plan import Plan
 
 # The distributions that spread rows by a hash (of the keys, of the whole row): key groups serve them alike.
@@ -48,17 +49,25 @@ def key_grouped_edges(plan: Plan, max_shards: int | None) -> dict[int, int]:
     several: dict[int, bool] = {}
     grouped: dict[int, int] = {}
     for exec_edge in topology.edges:
-        consumer = plan.graph.vertices[names[exec_edge.dst]]
-        span = consumer.parallelism_range
-        if (exec_edge.edge.distribution not in SPREAD or span is None or span[1] < 2
-                or logical_of[exec_edge.src] == logical_of[exec_edge.dst]):
-            continue
+        k = key_groups_of(exec_edge.edge, plan.graph.vertices[names[exec_edge.dst]])
         logical = logical_of[exec_edge.dst]
+        if k is None or logical_of[exec_edge.src] == logical:
+            continue
         if logical not in several:
             several[logical] = several_shards_at_max(plan, logical, max_shards)
         if several[logical]:
-            grouped[exec_edge.index] = span[1]
+            grouped[exec_edge.index] = k
     return grouped
+
+
+def key_groups_of(edge: Edge, consumer: Vertex) -> int | None:
+    """K of `edge` into `consumer` when it crosses into a logical region that runs as several shards at its
+    max (the caller's to know): the consumer's declared max for a HASH or REBALANCE edge into an adaptive
+    vertex of max >= 2; None for any other edge, which is stored per consumer unit."""
+    span = consumer.parallelism_range
+    if edge.distribution not in SPREAD or span is None or span[1] < 2:
+        return None
+    return span[1]
 
 
 def several_shards_at_max(plan: Plan, logical: int, max_shards: int | None) -> bool:
@@ -81,4 +90,4 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-__all__ = ["key_group_range", "key_grouped_edges", "several_shards_at_max"]
+__all__ = ["key_group_range", "key_grouped_edges", "key_groups_of", "several_shards_at_max"]

@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .adaptive import fitted, listed, planned_values
+from .adaptive import fitted, listed, planned_values, units_moved
 from .graph import Distribution
-from .keygroups import key_grouped_edges, several_shards_at_max
+from .keygroups import key_groups_of, several_shards_at_max
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -36,14 +36,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunDecision:
-    """The run's values of one logical region's adaptive vertices, its shard count with them, and why."""
+    """The run's values of one logical region's adaptive vertices, its shard count with them, why, and the
+    bytes they were decided from (None: it read none)."""
 
     values: dict[str, int]
     shards: int
     reason: str
+    input_bytes: int | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"values": dict(self.values), "shards": self.shards, "reason": self.reason}
+        return {"values": dict(self.values), "shards": self.shards, "reason": self.reason,
+                "input_bytes": self.input_bytes}
 
 
 def run_time_blocker(plan: Plan, logical: int, max_shards: int | None) -> str | None:
@@ -56,14 +59,14 @@ def run_time_blocker(plan: Plan, logical: int, max_shards: int | None) -> str | 
         return "the region runs as one shard (its values are decided when it is granted)"
     if not any(edge.dst in members and edge.src not in members for edge in plan.graph.edges):
         return "the region reads no blocking partition (its values are decided for the cluster at parse time)"
-    grouped = {plan.topology.edges[index].edge for index in key_grouped_edges(plan, max_shards)}
     for edge in plan.graph.edges:
         if (edge.src in members) == (edge.dst in members):
             continue
         if edge.distribution.is_pointwise:
             return f"edge {edge.label} wires it pointwise to another region, and that wiring needs both ends' " \
                    f"parallelism"
-        if edge.dst in members and edge not in grouped and edge.distribution is not Distribution.BROADCAST:
+        if (edge.dst in members and edge.distribution is not Distribution.BROADCAST
+                and key_groups_of(edge, plan.graph.vertices[edge.dst]) is None):  # several at max: known above
             return f"edge {edge.label} into it is stored per consumer unit, for a parallelism fixed when its " \
                    f"producer runs (only a HASH or REBALANCE edge into an adaptive vertex is stored by key group)"
     return None
@@ -80,21 +83,13 @@ def for_run(plan: Plan, logical: int, max_shards: int | None, cluster_slots: int
     byte_targets = input_bytes is not None and any(vertex.target_bytes_per_subtask for vertex in vertices)
     start = max(tops) if byte_targets else cluster_slots
     values, candidate, region, how = fitted(plan, logical, host_slots, input_bytes, start=start)
-    if _others_renamed(plan, candidate, logical, region, max_shards):
+    if units_moved(plan, candidate, logical, region, max_shards, count_may_change=True):
         values, candidate, region = planned, plan, logical
         how = f"planned values kept: {how} would rename another unit of the run"
     elif values != planned:
         how = f"{how} (planned {listed(planned)})"
     shards = sum(1 for shard in candidate.shards(max_shards) if shard.logical == region)
-    return RunDecision(values, shards, f"{how}: {shards} shard(s)")
-
-
-def _others_renamed(plan: Plan, candidate: Plan, logical: int, region: int, max_shards: int | None) -> bool:
-    """Whether a unit outside the region changes its name (or region) in the candidate plan; the region's
-    own units may change in number."""
-    before = [plan.shard_name(shard) for shard in plan.shards(max_shards) if shard.logical != logical]
-    after = [candidate.shard_name(shard) for shard in candidate.shards(max_shards) if shard.logical != region]
-    return before != after
+    return RunDecision(values, shards, f"{how}: {shards} shard(s)", input_bytes)
 
 
 __all__ = ["RunDecision", "for_run", "run_time_blocker"]

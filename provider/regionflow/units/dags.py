@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.adaptive import apply
 from ..core.graph import JobGraph, load_dag_file_job
-from ..core.plan import Plan
 from ..spark.data.store import PartitionStore, run_key_for
 from .layout import UnitLayout
 
@@ -65,8 +63,8 @@ def dag_run_outputs(dag_file: str, dag_id: str, run_id: str, data_dir: str,
     """The unit layout of a transformed DAG and its run's partition store (committed units, sinks):
     ``layout.sink_figures(partitions, data_dir)`` gives each sink's rows, checksum and path."""
     partitions = PartitionStore(data_dir, run_key_for(dag_id, run_id))
-    graph = apply(load_dag_file_job(dag_file, dag_id), partitions.decided_values())  # the run's decisions
-    return UnitLayout(Plan(graph), max_shards), partitions
+    graph = load_dag_file_job(dag_file, dag_id)
+    return UnitLayout.for_run(graph, None, max_shards, partitions.decided_values()), partitions
 
 
 __all__ = ["JOB_ATTRIBUTE", "JobSource", "attach_job", "attached_job", "dag_run_outputs", "registered_job"]

@@ -7,10 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import RegionflowConfig
-from ..core.adaptive import apply
-from ..core.plan import Plan
 from ..core.run_decision import for_run
-from ..spark.data.store import PartitionStore, run_key_for
+from ..spark.data.store import PartitionStore, decided_values, run_key_for
 from .dags import JobSource
 from .layout import UnitLayout
 
@@ -20,15 +18,14 @@ def decide_region(source: JobSource, run_id: str, mode: str, logical: int, max_s
     """Decide logical region `logical` of the run and record it under `region_task_id`; returns the recorded
     decision (``values``, ``shards``, ``reason``, ``input_bytes``), an earlier one if the run has one."""
     partitions = PartitionStore(config.data_dir, run_key_for(source.dag_id, run_id))
-    recorded = partitions.decisions().get(region_task_id)
+    decisions = partitions.decisions()
+    recorded = decisions.get(region_task_id)
     if recorded is not None:
         return {**recorded, "reason": f"decided earlier in this run: {recorded.get('reason', '')}"}
-    plan = Plan(apply(source.graph, partitions.decided_values()), mode)
-    layout = UnitLayout(plan, max_shards)
-    input_bytes = layout.region_input_bytes(logical, partitions)
-    decision = for_run(plan, logical, max_shards, config.cluster.total_slots, config.largest_host_slots,
-                       input_bytes)
-    return partitions.record_decision(region_task_id, {**decision.to_dict(), "input_bytes": input_bytes})
+    layout = UnitLayout.for_run(source.graph, mode, max_shards, decided_values(decisions))
+    decision = for_run(layout.plan, logical, max_shards, config.cluster.total_slots, config.largest_host_slots,
+                       layout.region_input_bytes(logical, partitions))
+    return partitions.record_decision(region_task_id, decision.to_dict())
 
 
 __all__ = ["decide_region"]

@@ -7,11 +7,12 @@ region program all derive the same layout from the same plan, so they agree on e
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any
 
-from ..core.adaptive import GrantDecision, at_grant, grant_time_blocker, smaller_grants
+from ..core.adaptive import GrantDecision, apply, at_grant, grant_time_blocker, smaller_grants
+from ..core.graph import JobGraph
 from ..core.keygroups import key_grouped_edges
 from ..core.plan import Plan, Shard
 from ..core.resources import UNKNOWN, ResourceProfile
@@ -33,6 +34,13 @@ class UnitLayout:
         self.names = [plan.shard_name(shard) for shard in self.shards]
         self.keys = [unit_key_for(name) for name in self.names]
         self._pending_groups: dict[tuple[int, int], set[int]] = {}
+
+    @classmethod
+    def for_run(cls, graph: JobGraph, mode: str | None, max_shards: int | None,
+                decided: Mapping[str, int]) -> UnitLayout:
+        """The layout of a DAG run: `graph` (its parse-time values) with the run's recorded decisions for its
+        adaptive regions cut into shards (`PartitionStore.decided_values`, `core.run_decision`) applied."""
+        return cls(Plan(apply(graph, decided), mode), max_shards)
 
     def scheduler(self) -> RegionScheduler:
         return RegionScheduler(self.plan, [shard.regions for shard in self.shards])

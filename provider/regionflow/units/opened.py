@@ -10,9 +10,7 @@ import json
 import os
 
 from ..config import RegionflowConfig
-from ..core.adaptive import apply
 from ..core.errors import RegionflowError
-from ..core.plan import Plan
 from ..core.run_context import RunContext
 from ..core.templates import Rendered, sink_claim
 from ..localfiles import write_json_atomically
@@ -38,8 +36,8 @@ class OpenedUnit:
         self.source = source
         self.partitions = PartitionStore(config.data_dir, run_key_for(source.dag_id, run_id))
         # the run's decisions for adaptive regions cut into shards (`core.run_decision`), as recorded so far
-        self.plan = Plan(apply(source.graph, self.partitions.decided_values()), mode)
-        self.layout = UnitLayout(self.plan, max_shards)
+        self.layout = UnitLayout.for_run(source.graph, mode, max_shards, self.partitions.decided_values())
+        self.plan = self.layout.plan
         units = self.layout.units_of_logical(logical)
         if not 0 <= shard < len(units):
             raise RegionflowError(f"logical region {logical} has {len(units)} shard(s); there is no shard {shard}")

@@ -102,6 +102,11 @@ def safe_component(name: str) -> str:
     return _UNSAFE.sub("-", name).strip("-.")[:200] or "unit"
 
 
+def decided_values(decisions: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Every adaptive vertex value set by `decisions` (`PartitionStore.decisions`)."""
+    return {vertex: int(value) for decision in decisions.values() for vertex, value in decision["values"].items()}
+
+
 def run_key_for(dag_id: str, run_id: str) -> str:
     """The partition store's run directory of one DAG run."""
     return safe_component(f"{dag_id}--{run_id}")
@@ -322,8 +327,9 @@ class PartitionStore:
         change the units of a run that may have committed some of them."""
         path = join(self.root, DECISIONS, f"{safe_component(region)}.json")
         self.fs.mkdirs(join(self.root, DECISIONS))
-        write_atomically(self.fs, path, json.dumps(decision, sort_keys=True).encode(), replace=False)
-        recorded = read_json(self.fs, path)
+        if write_atomically(self.fs, path, json.dumps(decision, sort_keys=True).encode(), replace=False):
+            return decision
+        recorded = read_json(self.fs, path)  # another decision task of the run was first
         if recorded is None:
             raise PartitionStoreError(f"the decision for region {region} was written to {path} but cannot be read "
                                       f"back; check the data dir's file system")
@@ -342,12 +348,11 @@ class PartitionStore:
 
     def decided_values(self) -> dict[str, int]:
         """Every adaptive vertex value the run's decisions set (`core.adaptive.apply` takes them)."""
-        return {vertex: int(value) for decision in self.decisions().values()
-                for vertex, value in decision.get("values", {}).items()}
+        return decided_values(self.decisions())
 
     def __repr__(self) -> str:
         return f"PartitionStore({self.root!r}, fs={self.fs!r})"
 
 
-__all__ = ["CommitResult", "CommittedUnit", "PartitionStore", "partition_relpath", "run_key_for", "safe_component",
-           "validate_key", "validate_run_id", "vertex_component"]
+__all__ = ["CommitResult", "CommittedUnit", "PartitionStore", "decided_values", "partition_relpath", "run_key_for",
+           "safe_component", "validate_key", "validate_run_id", "vertex_component"]
