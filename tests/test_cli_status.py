@@ -1,5 +1,5 @@
 """`regionflow status [DAG_ID RUN_ID]`: the slot pool; of a run: metrics, attempts (host, state, speculative,
-winner), copies, blocklist."""
+winner), copies, blocklist, and the parallelism decided for the run beside the declared range."""
 from __future__ import annotations
 
 import json
@@ -34,6 +34,9 @@ def url(tmp_path):
     store.mark_copy(request.request_id, "running", attempt_id="spec1-c")
     store.mark_copy(request.request_id, "won")
     store.block("d/r", "h1", time.time() + 60, reason="slow attempt try1-b")
+    store.record_decision("d", "r", "t", {"agg": 6, "post": 3}, {"agg": (1, 8), "post": (1, 4)}, 6,
+                          "agg=6, post=3 for 370000 bytes: 6 shard(s)", 370_000)
+    store.record_decision("d", "other", "t", {"agg": 2}, {"agg": (1, 8)}, 2, "2 shard(s)", 1)
     return url
 
 
@@ -48,6 +51,9 @@ def test_json(url, capsys):
     assert by_id["try1-a"]["winner"]
     assert task["copies"][0]["state"] == "won" and task["copies"][0]["excluded_hosts"] == ["h1"]
     assert data["blocklist"][0]["host"] == "h1"
+    decision = data["decisions"]["t"]  # this run's, not another run's
+    assert decision["vertices"] == {"agg": {"range": [1, 8], "decided": 6}, "post": {"range": [1, 4], "decided": 3}}
+    assert (decision["shards"], decision["input_bytes"]) == (6, 370_000) and "6 shard(s)" in decision["reason"]
 
 
 def test_text(url, capsys):
@@ -58,6 +64,15 @@ def test_text(url, capsys):
     assert "[1] try1-b on h1: lost_commit" in out
     assert "copy request 1 for shard 1: won as spec1-c on h2 (avoiding h1)" in out
     assert "h1 for" in out and "slow attempt try1-b" in out
+    assert ("t: decided for this run: agg=6 (range 1-8), post=3 (range 1-4); 6 shard(s), 370000 bytes read"
+            in out.splitlines())
+
+
+def test_a_run_whose_only_record_is_a_decision_shows_it(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/regionflow.db"
+    RegionflowStore(url).record_decision("d", "r", "agg", {"agg": 2}, {"agg": (1, 8)}, 2, "2 shard(s)", None)
+    assert main(["status", "d", "r", "--store-url", url]) == 0
+    assert "agg: decided for this run: agg=2 (range 1-8); 2 shard(s)" in capsys.readouterr().out.splitlines()
 
 
 def test_unknown_run_is_an_error(url, capsys):

@@ -1,7 +1,8 @@
 """The run's decision for an adaptive region cut into shards, at the service layer (no Airflow, no Spark):
 `decide_region` sizes it from the bytes its producers committed and records it in the run's partition
-store; the first decision wins, so a cleared decision task gets the same answer; a shard opened after it
-(its first try or a retry) runs in the decided layout and reads the same key groups. The Airflow run is in
+store (and a copy in regionflow's store, for status and the UI); the first decision wins, so a cleared
+decision task gets the same answer; a shard opened after it (its first try or a retry) runs in the decided
+layout and reads the same key groups. The Airflow run is in
 tests/airflow/test_e2e_session.py (`adaptive_per_run`)."""
 import os
 
@@ -11,6 +12,7 @@ from regionflow.config import RegionflowConfig
 from regionflow.core.adaptive import decided_plan
 from regionflow.core.graph import JobGraph
 from regionflow.spark.data.store import UNIT_COLUMN, PartitionStore, run_key_for
+from regionflow.store import RegionflowStore
 from regionflow.units.dags import JobSource
 from regionflow.units.decisions import decide_region
 from regionflow.units.layout import UnitLayout
@@ -24,6 +26,11 @@ RUN = "manual__2026-12-07"
 def config(tmp_path):
     options = {"hosts": "h1:slots=2", "data_dir": str(tmp_path / "data")}
     return RegionflowConfig.from_values(lambda name: options.get(name, ""), airflow_home=str(tmp_path))
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RegionflowStore(f"sqlite:///{tmp_path}/regionflow.db")
 
 
 def source() -> JobSource:
@@ -56,21 +63,36 @@ def group_bytes(written: int) -> int:
     return (written - 2 * sum(range(8))) // 16
 
 
-def test_the_decision_follows_the_bytes_is_recorded_and_the_first_one_wins(config):
+def test_the_decision_follows_the_bytes_is_recorded_and_the_first_one_wins(config, store):
     partitions, written = commit_producers(config, 360 * KIB)
-    decision = decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config)
+    decision = decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config, store)
     assert decision["values"] == {"agg": 6} and decision["shards"] == 6 and decision["input_bytes"] == written
+    assert decision["ranges"] == {"agg": [1, 8]}
     assert partitions.decisions() == {"agg": {key: decision[key] for key in ("values", "shards", "reason",
-                                                                              "input_bytes")}}
+                                                                              "input_bytes", "ranges")}}
     assert partitions.decided_values() == {"agg": 6}
+    kept = store.decisions("per_run", RUN)["agg"]
+    assert (kept.decided, kept.ranges, kept.shards, kept.input_bytes) == ({"agg": 6}, {"agg": (1, 8)}, 6, written)
+    assert kept.reason == decision["reason"] and "6 shard(s)" in kept.reason
     commit_producers(config, 90 * KIB)  # a cleared decision task meets other bytes: the run keeps its decision
-    again = decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config)
+    again = decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config, store)
     assert again["shards"] == 6 and again["reason"].startswith("decided earlier in this run")
+    assert store.decisions("per_run", RUN) == {"agg": kept}  # the store's copy is the first one too
 
 
-def test_every_try_of_a_shard_opens_the_decided_layout_and_reads_the_same_key_groups(config):
+def test_a_decision_task_that_died_before_copying_its_decision_copies_it_when_cleared(config, store, tmp_path):
+    commit_producers(config, 90 * KIB)
+    decision = decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config,
+                             RegionflowStore(f"sqlite:///{tmp_path}/elsewhere.db"))  # its copy went elsewhere
+    assert store.decisions("per_run", RUN) == {}
+    decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config, store)
+    kept = store.decisions("per_run", RUN)["agg"]
+    assert (kept.decided, kept.shards) == (decision["values"], decision["shards"]) == ({"agg": 2}, 2)
+
+
+def test_every_try_of_a_shard_opens_the_decided_layout_and_reads_the_same_key_groups(config, tmp_path):
     commit_producers(config, 360 * KIB)
-    decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config)
+    decide_region(source(), RUN, "all-blocking", 1, 8, "agg", config, RegionflowStore(f"sqlite:///{tmp_path}/s.db"))
     reads = []
     for _ in range(2):  # the first try and a retry open the shard the same way
         opened = OpenedUnit(source(), RUN, "all-blocking", 1, 8, 3, config)

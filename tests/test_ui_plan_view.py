@@ -71,6 +71,27 @@ def test_a_run_shows_each_region_state_timing_and_slots():
     assert all("state" not in r for r in preview["regions"])
 
 
+def test_an_adaptive_vertex_shows_its_range_and_in_a_run_the_value_its_region_was_decided(tmp_path):
+    g = JobGraph("adaptive")
+    g.add_vertex("scan", 2, fn="m:f")
+    g.add_vertex("agg", (1, 8), fn="m:g", target_bytes_per_subtask=1 << 16)
+    g.connect("scan", "agg", "hash", "blocking", keys=["k"])
+    ref = Plan(g.validate(), "all-blocking").reference
+    plain = plan_view(ref, "adaptive")
+    assert {v["name"]: (v["range"], v["decided"]) for v in plain["vertices"]} == {"scan": (None, None),
+                                                                                    "agg": ([1, 8], None)}
+    store = RegionflowStore(f"sqlite:///{tmp_path}/s.db")
+    store.record_decision("adaptive", "r1", "agg", {"agg": 6}, {"agg": (1, 8)}, 6, "6 shard(s)", 370_000)
+    store.record_decision("adaptive", "r2", "agg", {"agg": 2}, {"agg": (1, 8)}, 2, "2 shard(s)", 90_000)
+    run = plan_view(ref, "adaptive", run_id="r1", decisions=store.decisions("adaptive", "r1"))
+    assert {v["name"]: v["decided"] for v in run["vertices"]} == {"scan": None, "agg": 6}
+    scan, agg = run["regions"]
+    assert scan["decision"] is None
+    assert agg["decision"] == {"shards": 6, "input_bytes": 370_000, "reason": "6 shard(s)"}
+    preview = plan_view(ref, "adaptive", "all-pipelined", run_id="r1", decisions=store.decisions("adaptive", "r1"))
+    assert all(v["decided"] is None for v in preview["vertices"])  # another mode's plan: no run's decision
+
+
 def test_slot_use_counts_the_runs_waiting_and_live_grants_only(tmp_path):
     ticks = itertools.count(1000)
     store = RegionflowStore(f"sqlite:///{tmp_path / 'store.db'}", clock=lambda: float(next(ticks)))

@@ -8,12 +8,14 @@ import json
 import os
 import re
 import shutil
+from urllib.parse import quote
 
 import pytest
 from e2e_runs import DAGS, MODES, run, task_log_file, times
 from stopping import pause_group, resume_group
 
 from regionflow.cli import main
+from regionflow.cli.status import status_output
 from regionflow.core.adaptive import decided_plan
 from regionflow.core.graph import load_dag_file_job
 from regionflow.processes import wait_until
@@ -151,7 +153,8 @@ def test_an_adaptive_vertex_is_decided_again_when_its_region_task_is_granted(sta
 def test_an_adaptive_region_of_several_shards_is_decided_per_run_and_its_shards_are_mapped_over_the_decision(stack):
     """`per_customer` [1, 8], 64 KiB per subtask, cut into shards: its decision task decides from the bytes
     `orders` wrote, and Airflow maps its shards over the decision: 2 task instances for 8,000 orders, 6 for
-    70,000, and the sink has the reference's counts per customer both times."""
+    70,000, and the sink has the reference's counts per customer both times; `regionflow status` and the UI's
+    plan of each run show the decided value beside the declared range."""
     stack.wait_for_dag("adaptive_per_run")
     stack.unpause("adaptive_per_run")
     runs = {orders: stack.trigger("adaptive_per_run", conf={"orders": orders}) for orders in (8000, 70000)}
@@ -179,6 +182,14 @@ def test_an_adaptive_region_of_several_shards_is_decided_per_run_and_its_shards_
         for order_id in range(orders):
             expected[order_id * 7919 % 500] = expected.get(order_id * 7919 % 500, 0) + 1
         assert counts == expected, orders
+        shown = json.loads(status_output(f"sqlite:///{stack.home}/regionflow.db", None, "adaptive_per_run", run_id,
+                                         "json"))["decisions"]["per_customer"]  # `regionflow status DAG RUN`
+        assert shown["vertices"] == {"per_customer": {"range": [1, 8], "decided": decision["shards"]}}, shown
+        assert (shown["shards"], shown["input_bytes"]) == (decision["shards"], decision["input_bytes"]), shown
+        with stack.http_client() as http:  # the UI's plan of the run
+            plan = http.get(f"/regionflow/api/dags/adaptive_per_run/plan?run_id={quote(run_id)}").json()
+        assert {v["name"]: (v["range"], v["decided"]) for v in plan["vertices"]}["per_customer"] == (
+            [1, 8], decision["shards"]), plan["vertices"]
     assert decided[8000][0] == 2 and decided[70000][0] == 6, decided
 
 

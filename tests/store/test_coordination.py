@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from regionflow.store import (
+    SCHEMA_VERSION,
     GrantState,
     RegionflowStore,
     SlotConflictError,
@@ -105,6 +106,7 @@ def test_a_store_of_an_older_schema_says_to_run_migrate_store_and_migrates_keepi
         db.execute("ALTER TABLE grants DROP COLUMN owner")
         db.execute("DROP TABLE pool_state")
         db.execute("DROP TABLE schedulers")
+        db.execute("DROP TABLE decisions")
         db.execute("UPDATE schema_version SET version = 2")
         db.execute("DROP TABLE regionflow_alembic_version")  # it came before the store's Alembic migrations
     with pytest.raises(StoreError, match=r"schema version 2, written by an older regionflow.*"
@@ -113,12 +115,13 @@ def test_a_store_of_an_older_schema_says_to_run_migrate_store_and_migrates_keepi
     from regionflow.cli import main
 
     assert main(["migrate-store", "--store-url", url]) == 0
-    assert "from schema version 2 to 3" in capsys.readouterr().out
+    assert f"from schema version 2 to {SCHEMA_VERSION}" in capsys.readouterr().out
     store = RegionflowStore(url)
     [kept] = store.grants()
-    assert kept.task_id == "kept" and kept.owner is None and store.schema_version() == 3
+    assert kept.task_id == "kept" and kept.owner is None and store.schema_version() == SCHEMA_VERSION
     assert admit(store, "new").pool_version == 1
-    assert migrate(url) == (3, 3)  # a current store is left as it is
+    assert store.decisions("any", "run") == {}
+    assert migrate(url) == (SCHEMA_VERSION, SCHEMA_VERSION)  # a current store is left as it is
 
 
 def test_migrating_a_store_that_does_not_exist_says_so(tmp_path):

@@ -87,7 +87,8 @@ def test_an_older_store_is_refused_until_migrated_keeping_its_rows(store_url):
         command.downgrade(alembic_config(connection), revision_of(MIGRATABLE_FROM[0]))
     assert revisions(store_url) == ["0002"] and legacy_version(store_url) == 2
     with pytest.raises(StoreError, match=r"schema version 2, written by an older regionflow; this one uses version "
-                                         r"3: stop the Airflow schedulers and run `regionflow migrate-store`"):
+                                         rf"{SCHEMA_VERSION}: stop the Airflow schedulers and run "
+                                         r"`regionflow migrate-store`"):
         RegionflowStore(store_url).grants()
     assert migrate(store_url) == (2, SCHEMA_VERSION)
     store = RegionflowStore(store_url)
@@ -122,7 +123,8 @@ def test_a_store_from_before_alembic_at_a_version_never_migrated_is_refused(tmp_
     with sqlite3.connect(path) as db:
         db.execute(f"DROP TABLE {VERSION_TABLE}")
         db.execute("UPDATE schema_version SET version = 1")
-    with pytest.raises(StoreError, match=r"has schema version 1, but this regionflow uses version 3; install"):
+    with pytest.raises(StoreError, match=rf"has schema version 1, but this regionflow uses version "
+                                         rf"{SCHEMA_VERSION}; install"):
         RegionflowStore(url).grants()
     with pytest.raises(StoreError, match=r"has schema version 1, which this regionflow cannot migrate \(it migrates"):
         migrate(url)

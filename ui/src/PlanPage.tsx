@@ -7,9 +7,9 @@ import { useMemo, useState } from "react";
 
 import { seg, usePolled } from "./api";
 import { INK, MUTED_INK, PANEL, SUBTLE, stateColor } from "./colors";
-import { formatTime } from "./format";
+import { formatBytes, formatTime } from "./format";
 import { Frame, Section } from "./Frame";
-import { layOut, NODE_H, REGION_HEAD, regionHead, type Point } from "./layout";
+import { layOut, NODE_H, parallelismText, REGION_HEAD, regionHead, type Point } from "./layout";
 import { SortableTable } from "./SortableTable";
 import type { AirflowProps, PlanRegion, PlanView } from "./types";
 
@@ -22,6 +22,7 @@ function regionTitle(r: PlanRegion): string {
   let text = `region ${r.index}: task ${r.task_id}, ${r.execution_regions} execution region(s) of ${r.slots_per_region} slot(s)`;
   if (r.state !== undefined) text += `; ${r.state ?? "not started"}`;
   if (r.shards_waiting_for_slots) text += `; ${r.shards_waiting_for_slots} shard(s) waiting for slots`;
+  if (r.decision) text += `; decided for this run: ${r.decision.reason}`;
   return text;
 }
 
@@ -69,8 +70,12 @@ function Drawing({ view }: { view: PlanView }) {
                     stroke={stateColor("running")} strokeWidth={1.4} />
               <text x={b.x + b.width / 2} y={b.y + 17} style={{ fontSize: 12 }} textAnchor="middle" fill={INK}>{v.name}</text>
               <text x={b.x + b.width / 2} y={b.y + 32} style={{ fontSize: 10 }} textAnchor="middle" fill={MUTED_INK}>
-                {`parallelism ${v.parallelism}`}
+                {parallelismText(v)}
               </text>
+              {v.range === null ? null : (
+                <title>{`${v.name}: adaptive, range ${v.range[0]}-${v.range[1]}, planned ${v.parallelism}` +
+                        (v.decided === null ? "" : `, decided ${v.decided} for this run`)}</title>
+              )}
             </g>
           );
         })}
@@ -139,6 +144,8 @@ export function PlanPage({ dagId, runId }: AirflowProps) {
               { title: "execution regions", value: (r) => r.execution_regions, numeric: true },
               { title: "slots each", value: (r) => r.slots_per_region, numeric: true },
               { title: "state", value: (r) => (r.state === undefined ? "(preview)" : r.state ?? "not started") },
+              { title: "decided for the run", value: (r) => r.decision?.shards ?? null,
+                render: (r) => (r.decision ? `${r.decision.shards} shard(s), ${formatBytes(r.decision.input_bytes)} read` : "") },
               { title: "start", value: (r) => r.started_at ?? null, render: (r) => formatTime(r.started_at) },
               { title: "end", value: (r) => r.ended_at ?? null, render: (r) => formatTime(r.ended_at) }]} />
           </Section>

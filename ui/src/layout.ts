@@ -2,12 +2,19 @@
 // own graph view uses with ELK), with each logical region as a box around its vertices.
 import dagre from "@dagrejs/dagre";
 
-import type { PlanEdge, PlanRegion, PlanView } from "./types";
+import type { PlanEdge, PlanRegion, PlanVertex, PlanView } from "./types";
 
 /** A region's heading in the drawing (its state shows as the box's colour and in the regions table). */
 export function regionHead(r: PlanRegion): string {
   const slots = `${r.slots_per_region} slot${r.slots_per_region === 1 ? "" : "s"}`;
   return `region ${r.index} · ${slots}${r.execution_regions > 1 ? ` × ${r.execution_regions}` : ""}`;
+}
+
+/** A vertex's parallelism line: its value (the run's decided one, if any) and, if adaptive, its range. */
+export function parallelismText(v: PlanVertex): string {
+  if (v.range === null) return `parallelism ${v.parallelism}`;
+  const range = `range ${v.range[0]}-${v.range[1]}`;
+  return v.decided === null ? `parallelism ${v.parallelism} (${range})` : `parallelism ${v.decided} (run; ${range})`;
 }
 
 export type Point = { x: number; y: number };
@@ -33,7 +40,7 @@ export function layOut(view: PlanView): Layout {
   const headWidth = new Map(view.regions.filter((r) => r.vertices.length === 1)
     .map((r) => [r.index, regionHead(r).length * 6.2 + 16]));
   for (const v of view.vertices) {
-    const text = Math.max(v.name.length, `parallelism ${v.parallelism}`.length);
+    const text = Math.max(v.name.length, parallelismText(v).length);
     const own = headWidth.get(v.region) ?? 0;
     g.setNode(`v:${v.name}`, { width: Math.max(90, text * CHAR_W + 24, own), height: NODE_H });
     g.setParent(`v:${v.name}`, `region:${v.region}`);

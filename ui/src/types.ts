@@ -48,14 +48,22 @@ export type RunAttempts = {
   dag_id: string; run_id: string; run_state: string | null; active: boolean;
   tasks: Record<string, { metrics: Record<string, number>; attempts: Attempt[]; copies: Copy[] }>;
   blocklist: { host: string; expires_in_s: number; reason: string }[];
+  decisions: Record<string, {
+    vertices: Record<string, { range: [number, number]; decided: number }>; shards: number;
+    input_bytes: number | null; reason: string; decided_at: number;
+  }>;
 };
 
-export type PlanVertex = { name: string; parallelism: number; region: number };
+export type PlanVertex = {
+  name: string; parallelism: number; region: number; range: [number, number] | null; decided: number | null;
+};
+export type PlanDecision = { shards: number; input_bytes: number | null; reason: string };
 export type PlanEdge = { src: string; dst: string; distribution: string; keys: string[]; exchange: string; declared: boolean };
 export type PlanRegion = {
   index: number; task_id: string; column: number; vertices: string[]; execution_regions: number;
   slots_per_region: number; state?: string | null; shards?: Record<string, number>;
   started_at?: number | null; ended_at?: number | null; shards_waiting_for_slots?: number; shards_holding_slots?: number;
+  decision?: PlanDecision | null;
 };
 export type PlanView = {
   dag_id: string; run_id: string | null; mode: string; dag_mode: string; preview: boolean; modes: string[];

@@ -1,6 +1,7 @@
 """``regionflow status``: the slot pool of a cluster as regionflow's store records it (hosts with slots
 used and free, the FIFO queue and why each region waits, the blocklist, the grants per DAG run), or,
-given a DAG run, its region tasks' attempts, copies and speculation figures.
+given a DAG run, its region tasks' attempts, copies and speculation figures, and the parallelism decided for
+the run of each adaptive region cut into shards (beside its declared range).
 
 `status_output` is the one implementation: ``regionflow status`` calls it with its options,
 ``airflow regionflow status`` (`regionflow.cli.airflow_handlers`) with the ``[regionflow]`` section. The
@@ -64,7 +65,7 @@ def status_output(store_url: str, cluster: Any, dag_id: str | None = None, run_i
                         f"store_url); check the path")
     store = RegionflowStore.from_config(store_url)
     data = run_view(store, dag_id, run_id or "")
-    if not data["tasks"]:
+    if not data["tasks"] and not data["decisions"]:
         raise SpecError(f"regionflow's store at {store.url!r} has nothing for DAG {dag_id!r} run {run_id!r}; "
                         f"check the ids (and the store URL)")
     return json.dumps(data, indent=2) if output_format == "json" else run_text(data)
@@ -123,10 +124,20 @@ def run_text(data: dict[str, Any]) -> str:
                          f"{'' if not c['attempt'] else ' as ' + c['attempt'] + ' on ' + str(c['host'])}"
                          f" (avoiding {', '.join(c['excluded_hosts']) or 'none'})"
                          f"{'' if not c['message'] else ': ' + c['message']}")
+    for task_id, decision in sorted(data.get("decisions", {}).items()):
+        lines.append(f"{task_id}: decided for this run: {decision_text(decision)}")
     if data["blocklist"]:
         lines.append("blocklist:")
         lines += [f"  {b['host']} for {b['expires_in_s']:g} s more ({b['reason']})" for b in data["blocklist"]]
     return "\n".join(lines)
+
+
+def decision_text(decision: dict[str, Any]) -> str:
+    """One region's decision (`regionflow.ui.views.decision_view`) in a line: each vertex's value and range."""
+    values = ", ".join(f"{name}={v['decided']} (range {v['range'][0]}-{v['range'][1]})"
+                       for name, v in decision["vertices"].items())
+    read = "" if decision["input_bytes"] is None else f", {decision['input_bytes']} bytes read"
+    return f"{values}; {decision['shards']} shard(s){read}"
 
 
 def hosts_output(cluster: Any, output_format: str = "text") -> str:
@@ -139,4 +150,4 @@ def hosts_output(cluster: Any, output_format: str = "text") -> str:
     return "\n".join(f"{host.describe()} on {spark_target(host).master}" for host in cluster)
 
 
-__all__ = ["cluster_text", "hosts_output", "register", "run_status", "run_text", "status_output"]
+__all__ = ["cluster_text", "decision_text", "hosts_output", "register", "run_status", "run_text", "status_output"]

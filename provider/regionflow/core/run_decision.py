@@ -23,7 +23,7 @@ and gets the same answer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .adaptive import fitted, listed, planned_values, units_moved
@@ -36,17 +36,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunDecision:
-    """The run's values of one logical region's adaptive vertices, its shard count with them, why, and the
-    bytes they were decided from (None: it read none)."""
+    """The run's values of one logical region's adaptive vertices, its shard count with them, why, the
+    bytes they were decided from (None: it read none) and the vertices' declared ranges ``(min, max)``."""
 
     values: dict[str, int]
     shards: int
     reason: str
     input_bytes: int | None = None
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return {"values": dict(self.values), "shards": self.shards, "reason": self.reason,
-                "input_bytes": self.input_bytes}
+                "input_bytes": self.input_bytes, "ranges": {k: list(v) for k, v in self.ranges.items()}}
 
 
 def run_time_blocker(plan: Plan, logical: int, max_shards: int | None) -> str | None:
@@ -79,7 +80,8 @@ def for_run(plan: Plan, logical: int, max_shards: int | None, cluster_slots: int
     `host_slots`: the largest host's."""
     planned = planned_values(plan, logical)
     vertices = [plan.graph.vertices[name] for name in planned]
-    tops = [span[1] for vertex in vertices if (span := vertex.parallelism_range) is not None]
+    ranges = {vertex.name: span for vertex in vertices if (span := vertex.parallelism_range) is not None}
+    tops = [span[1] for span in ranges.values()]
     byte_targets = input_bytes is not None and any(vertex.target_bytes_per_subtask for vertex in vertices)
     start = max(tops) if byte_targets else cluster_slots
     values, candidate, region, how = fitted(plan, logical, host_slots, input_bytes, start=start)
@@ -89,7 +91,7 @@ def for_run(plan: Plan, logical: int, max_shards: int | None, cluster_slots: int
     elif values != planned:
         how = f"{how} (planned {listed(planned)})"
     shards = sum(1 for shard in candidate.shards(max_shards) if shard.logical == region)
-    return RunDecision(values, shards, f"{how}: {shards} shard(s)", input_bytes)
+    return RunDecision(values, shards, f"{how}: {shards} shard(s)", input_bytes, ranges)
 
 
 __all__ = ["RunDecision", "for_run", "run_time_blocker"]

@@ -4,8 +4,9 @@
 ``<region task id>__decide``, and maps the region task over its result with Airflow's dynamic task mapping
 (``RegionOperator.partial(...).expand(shard=decide.output)``): it decides the region's adaptive parallelism
 for the run once its producers have committed (`regionflow.units.decisions`), records it in the run's
-partition store, and returns the shard indices ``[0, 1, ..., n - 1]``, so the run has as many shard task
-instances as the decision gives. The decision is also pushed as the XCom ``decision`` (values, shards,
+partition store (and a copy in regionflow's store, for ``regionflow status`` and the plan of the run), and
+returns the shard indices ``[0, 1, ..., n - 1]``, so the run has as many shard task instances as the
+decision gives. The decision is also pushed as the XCom ``decision`` (values, shards,
 reason, bytes read), shown in the task's XCom tab, and the reason goes to the task log.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from ..config import RegionflowConfig
+from ..store import RegionflowStore
 from ..units.dags import JobSource
 from ..units.decisions import decide_region
 
@@ -37,8 +39,9 @@ class RegionDecisionOperator(BaseOperator):
 
     def execute(self, context: Any) -> list[int]:
         dag = context["dag"]
+        config = RegionflowConfig.from_airflow()
         decision = decide_region(JobSource.of(dag), context["run_id"], self.mode, self.logical, self.max_shards,
-                                 self.region_task_id, RegionflowConfig.from_airflow())
+                                 self.region_task_id, config, RegionflowStore.from_config(config.store_url))
         self.log.info("region %s: adaptive parallelism for this run: %s (%s bytes read)", self.region_task_id,
                       decision["reason"], decision.get("input_bytes"))
         context["ti"].xcom_push(key="decision", value=decision)

@@ -28,6 +28,7 @@ from .records import (
     CommitRecord,
     CopyRequestRecord,
     CopyState,
+    DecisionRecord,
     GrantRecord,
     GrantState,
     MetricRecord,
@@ -43,7 +44,7 @@ from .records import (
 
 __all__ = [
     "ATTEMPT_END_STATES", "COPY_OPEN_STATES", "COPY_PREFIX", "COPY_TRANSITIONS", "CopyRequestRecord", "CopyState",
-    "DEFAULT_BUSY_TIMEOUT_S", "GRANT_TRANSITIONS", "SCHEMA_VERSION", "AttemptRecord",
+    "DecisionRecord", "DEFAULT_BUSY_TIMEOUT_S", "GRANT_TRANSITIONS", "SCHEMA_VERSION", "AttemptRecord",
     "AttemptState", "BlockRecord", "CommitRecord", "GrantRecord", "GrantState", "MetricRecord", "PoolSnapshot",
     "RegionflowStore", "SchedulerRecord", "SlotConflictError", "StalePoolError", "StateTransitionError",
     "StoreError", "TakeOver", "UnknownRecordError", "admission_of", "bulk_id_for", "dag_id_of_job", "default_url",

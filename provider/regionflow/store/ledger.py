@@ -8,7 +8,8 @@ session and returns frozen records (`records.py`). Write transactions lock befor
 are atomic across processes. Tested on SQLite and PostgreSQL. This module opens the store (its schema
 and sessions); the store's parts are mixed in: grants and admissions (`grant_ledger.py`), attempts and
 commits (`attempt_ledger.py`), the shared pool's decisions and the schedulers' membership
-(`coordination.py`), blocklist and metrics (`signal_ledger.py`), copy requests (`copy_ledger.py`).
+(`coordination.py`), blocklist and metrics (`signal_ledger.py`), copy requests (`copy_ledger.py`), per-run decisions
+(`decision_ledger.py`).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from .attempt_ledger import AttemptLedger
 from .base import Clock, once_more_on
 from .coordination import PoolCoordination
 from .copy_ledger import CopyLedger
+from .decision_ledger import DecisionLedger
 from .engine import DEFAULT_BUSY_TIMEOUT_S, WRITE_OPTION, build_engine, default_url, mask_url, parse_url
 from .errors import StoreError
 from .grant_ledger import GrantLedger
@@ -34,7 +36,7 @@ from .retry import StoreRetry, retried
 from .signal_ledger import SignalLedger
 
 
-class RegionflowStore(GrantLedger, AttemptLedger, PoolCoordination, SignalLedger, CopyLedger):
+class RegionflowStore(GrantLedger, AttemptLedger, PoolCoordination, SignalLedger, CopyLedger, DecisionLedger):
     """regionflow's store at one SQLAlchemy URL; cheap to create, safe to share between threads.
     `retry`: the policy every public call runs through (`retry.StoreRetry`); by default a locked SQLite
     database is tried again a few times and a lost connection fails at once."""

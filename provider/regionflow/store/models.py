@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Boolean, Double, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 3  # 2: copy_requests (speculative copies); 3: grant owners, pool_state, schedulers
-MIGRATABLE_FROM = (2,)  # versions `regionflow migrate-store` upgrades in place: each has its revision
+SCHEMA_VERSION = 4  # 2: copy_requests (speculative copies); 3: grant owners, pool_state, schedulers; 4: decisions
+MIGRATABLE_FROM = (2, 3)  # versions `regionflow migrate-store` upgrades in place: each has its revision
 VERSION_TABLE = "regionflow_alembic_version"  # the store's Alembic version table; never Airflow's alembic_version
 
 ID = 250  # Airflow's own limit for dag, task and run ids
@@ -204,5 +204,23 @@ class CopyRequest(Base):
     ended_at: Mapped[float | None] = mapped_column(Double)
 
 
+class DecisionRow(Base):
+    """A DAG run's decision for one adaptive region cut into several shards (its decision task's result): a
+    copy, for `regionflow status` and the UI, of what the run's partition store records (the first one)."""
+
+    __tablename__ = "decisions"
+
+    dag_id: Mapped[str] = mapped_column(String(ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(ID), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(ID), primary_key=True)
+    decided: Mapped[dict[str, int]] = mapped_column(JSON)
+    ranges: Mapped[dict[str, list[int]]] = mapped_column(JSON)
+    shards: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text)
+    input_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    decided_at: Mapped[float] = mapped_column(Double)
+
+
 __all__ = ["MIGRATABLE_FROM", "SCHEMA_VERSION", "VERSION_TABLE", "AttemptRow", "Base", "BlockRow", "Commit",
-           "CopyRequest", "GrantRow", "Metric", "PoolState", "SchedulerRow", "SchemaVersion", "revision_of"]
+           "CopyRequest", "DecisionRow", "GrantRow", "Metric", "PoolState", "SchedulerRow", "SchemaVersion",
+           "revision_of"]

@@ -220,6 +220,22 @@ class MetricRecord:
 
 
 @dataclass(frozen=True)
+class DecisionRecord:
+    """A DAG run's decision for one adaptive region cut into several shards: the value of each adaptive
+    vertex, its declared range ``(min, max)``, the shard count, why, and the bytes it was decided from."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    decided: dict[str, int]
+    ranges: dict[str, tuple[int, int]]
+    shards: int
+    reason: str
+    input_bytes: int | None
+    decided_at: float
+
+
+@dataclass(frozen=True)
 class SchedulerRecord:
     """One RegionExecutor sharing the pool: who it is and when it last said it is alive."""
 
@@ -254,6 +270,6 @@ class TakeOver:
 __all__ = [
     "COPY_PREFIX", "PoolSnapshot", "SchedulerRecord", "TakeOver",
     "ATTEMPT_END_STATES", "COPY_OPEN_STATES", "COPY_TRANSITIONS", "GRANT_TRANSITIONS", "AttemptRecord",
-    "AttemptState", "BlockRecord", "CommitRecord", "CopyRequestRecord", "CopyState", "GrantRecord", "GrantState",
-    "MetricRecord", "Slot", "admission_of", "bulk_id_for", "dag_id_of_job", "job_id_for",
+    "AttemptState", "BlockRecord", "CommitRecord", "CopyRequestRecord", "CopyState", "DecisionRecord", "GrantRecord",
+    "GrantState", "MetricRecord", "Slot", "admission_of", "bulk_id_for", "dag_id_of_job", "job_id_for",
 ]

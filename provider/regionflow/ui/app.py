@@ -12,7 +12,8 @@ JSON (read-only, from regionflow's store):
 - ``GET /regionflow/api/dags/{dag_id}/plan[?mode=&run_id=]``: the DAG's vertices, edges with their exchange,
   and logical regions under its own mode or a previewed one (`plan_view.plan_view`, from the plan the
   transform left in the serialized DAG; Airflow's database, not the store); with a run, each region's
-  state and timing. Needs read access to the DAG; 404 naming the DAG or run; 400 naming a bad mode.
+  state and timing, and an adaptive region's decision for the run (from the store). Needs read access to the
+  DAG; 404 naming the DAG or run; 400 naming a bad mode.
 
 - ``GET /regionflow/api/dags/{dag_id}/runs/{run_id}/timeline``: the run's Gantt chart (`timeline.run_timeline`):
   per host and slot, each shard's wait for slots and its attempts, speculative copies linked to the attempt
@@ -113,10 +114,11 @@ def build_app() -> FastAPI:
                 raise HTTPException(404, f"DAG {dag_id!r} has no run {run_id!r}; check the run id")
         store = _store()
         grants = store.grants(dag_id=dag_id, run_id=run_id) if (store is not None and run_id) else []
+        decisions = store.decisions(dag_id, run_id) if (store is not None and run_id) else {}
         try:
             view = plan_view(reference, dag_id, mode, run_id,
                              task_instances(session, dag_id, run_id) if run_id else (),
-                             slot_use(grants) if run_id else None)
+                             slot_use(grants) if run_id else None, decisions)
         except SpecError as error:
             raise HTTPException(400, f"mode: {error}") from None
         return _with_run_state(view, state)

@@ -4,7 +4,8 @@ The plan comes from the reference `regionflow.transform` leaves in the first reg
 ``executor_config`` (the job spec without functions, and the mode), so the api-server never parses a
 DAG file. Any exchange mode can be previewed; under the DAG's own mode, each logical region also shows
 the state and timing of its task in a DAG run (from Airflow's task instances, passed in by the caller)
-and how many of its shards wait for or hold slots (from regionflow's store).
+and how many of its shards wait for or hold slots, and an adaptive region decided for the run its decision
+(both from regionflow's store).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 from ..core.modes import ExchangeMode
 from ..core.plan import Plan, graph_of_reference
 from ..plan_document import plan_document
-from ..store.records import GrantRecord, GrantState
+from ..store.records import DecisionRecord, GrantRecord, GrantState
 
 MAX_PLAN_SUBTASKS = 10_000  # above this the view leaves out the per-subtask plan (``regionflow plan`` has it)
 TERMINAL_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
@@ -45,10 +46,13 @@ class SlotUse:
 
 def plan_view(reference: Mapping[str, Any], dag_id: str, mode: str | ExchangeMode | None = None,
               run_id: str | None = None, task_instances: Iterable[TaskInstanceRow] = (),
-              slots: Mapping[str, SlotUse] | None = None) -> dict[str, Any]:
-    """The vertices, the edges with the exchange each gets, the logical regions (boxes: their vertices,
-    task id, column in the drawing, execution regions and slots) under `mode` (None: the DAG's own),
-    and ``plan``: what ``regionflow plan --format json`` prints for that mode. A bad `mode` raises
+              slots: Mapping[str, SlotUse] | None = None,
+              decisions: Mapping[str, DecisionRecord] | None = None) -> dict[str, Any]:
+    """The vertices (with their declared range, if adaptive), the edges with the exchange each gets, the
+    logical regions (boxes: their vertices, task id, column in the drawing, execution regions and slots)
+    under `mode` (None: the DAG's own), and ``plan``: what ``regionflow plan --format json`` prints for that
+    mode. With a run under the DAG's own mode, an adaptive region decided for the run (`decisions`, from the
+    store, by region task id) shows its decision, and its vertices their decided value. A bad `mode` raises
     `SpecError` naming the modes there are."""
     dag_mode = ExchangeMode.parse(reference.get("mode"))
     shown = dag_mode if mode is None or (isinstance(mode, str) and not mode.strip()) else ExchangeMode.parse(mode)
@@ -59,6 +63,8 @@ def plan_view(reference: Mapping[str, Any], dag_id: str, mode: str | ExchangeMod
                  for logical in plan.region_set.logical for v in logical.vertices}
     states = _task_states(task_instances) if run_id and not preview else {}
     slots = slots or {}
+    decided_now = dict(decisions or {}) if run_id and not preview else {}
+    decided_values = {name: value for d in decided_now.values() for name, value in d.decided.items()}
     regions = []
     for logical, column in zip(plan.region_set.logical, _columns(plan, region_of), strict=False):
         task_id = plan.region_task_id(logical.index)
@@ -73,11 +79,16 @@ def plan_view(reference: Mapping[str, Any], dag_id: str, mode: str | ExchangeMod
             region.update(states.get(task_id, _NOT_STARTED))
             use = slots.get(task_id, SlotUse())
             region.update({"shards_waiting_for_slots": use.waiting, "shards_holding_slots": use.holding})
+            decision = decided_now.get(task_id)
+            region["decision"] = None if decision is None else {
+                "shards": decision.shards, "input_bytes": decision.input_bytes, "reason": decision.reason}
         regions.append(region)
     view: dict[str, Any] = {
         "dag_id": dag_id, "run_id": run_id, "mode": shown.value, "dag_mode": dag_mode.value, "preview": preview,
         "modes": [m.value for m in ExchangeMode],
-        "vertices": [{"name": v.name, "parallelism": v.parallelism, "region": region_of[v.name]}
+        "vertices": [{"name": v.name, "parallelism": v.parallelism, "region": region_of[v.name],
+                      "range": None if v.parallelism_range is None else list(v.parallelism_range),
+                      "decided": decided_values.get(v.name)}
                      for v in graph.vertices.values()],
         "edges": [{"src": e.src, "dst": e.dst, "distribution": e.distribution.name, "keys": list(e.keys),
                    "exchange": shown.exchange_for(e).name.lower(), "declared": e.exchange is not None}

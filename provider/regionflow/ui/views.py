@@ -17,7 +17,7 @@ from ..scheduling.speculation import METRIC_PREFIX
 from ..spark.launch.targets import spark_target
 from ..store import RegionflowStore, dag_id_of_job, job_id_for
 from ..store.coordination import STOPPED_AFTER_S
-from ..store.records import GrantRecord
+from ..store.records import DecisionRecord, GrantRecord
 
 DagFilter = Callable[[str], bool]
 
@@ -102,9 +102,10 @@ def _why_waiting(grant: GrantRecord, position: int, cluster: Cluster, free_total
 
 def run_view(store: RegionflowStore | None, dag_id: str, run_id: str, task_id: str | None = None) -> dict[str, Any]:
     """Per region task of one DAG run: its speculation metrics (newest values), attempts (host, start,
-    end, state, winner) and copy requests; and the run's blocklist entries. No store yet: no tasks."""
+    end, state, winner) and copy requests; the run's blocklist entries; and per adaptive region decided for
+    the run, its decision (`decision_view`). No store yet: no tasks."""
     if store is None:
-        return {"dag_id": dag_id, "run_id": run_id, "tasks": {}, "blocklist": []}
+        return {"dag_id": dag_id, "run_id": run_id, "tasks": {}, "blocklist": [], "decisions": {}}
     winners = {c.unit_key: c.winner_attempt for c in store.commits(dag_id, run_id)}
     tasks: dict[str, dict[str, Any]] = {}
 
@@ -130,7 +131,17 @@ def run_view(store: RegionflowStore | None, dag_id: str, run_id: str, task_id: s
             "message": copy.message})
     blocked = [{"host": b.host, "expires_in_s": round(b.remaining_s(time.time()), 1), "reason": b.reason}
                for b in store.active_blocks(job_id=job_id_for(dag_id, run_id))]
-    return {"dag_id": dag_id, "run_id": run_id, "tasks": tasks, "blocklist": blocked}
+    decisions = {name: decision_view(d) for name, d in sorted(store.decisions(dag_id, run_id, task_id).items())}
+    return {"dag_id": dag_id, "run_id": run_id, "tasks": tasks, "blocklist": blocked, "decisions": decisions}
 
 
-__all__ = ["cluster_view", "run_view"]
+def decision_view(decision: DecisionRecord) -> dict[str, Any]:
+    """A region's decision in a DAG run as the views show it: per adaptive vertex its declared range and the
+    value decided for the run; the shard count, the bytes read and why."""
+    return {"vertices": {name: {"range": list(decision.ranges.get(name, (value, value))), "decided": value}
+                         for name, value in sorted(decision.decided.items())},
+            "shards": decision.shards, "input_bytes": decision.input_bytes, "reason": decision.reason,
+            "decided_at": decision.decided_at}
+
+
+__all__ = ["cluster_view", "decision_view", "run_view"]
