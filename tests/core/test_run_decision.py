@@ -1,7 +1,7 @@
 """The per-run decision of an adaptive region cut into several shards (`regionflow.core.run_decision`): which
 regions it serves (and, for the others, one line saying why not), and the rule: bytes over the declared target,
 clamped to the range, the shard count that follows, the same answer for the same inputs. Pure; the Airflow
-run is in tests/airflow/test_run_time_shards.py."""
+run is in tests/airflow/test_e2e_session.py (`adaptive_per_run`)."""
 import pytest
 
 from regionflow.core.adaptive import apply, decided_plan
@@ -20,6 +20,28 @@ def job(consumer=(1, 8), distribution="hash", target=MIB, out=None) -> JobGraph:
     if out:
         graph.add_vertex("out", 3, fn="m:h")
         graph.connect("agg", "out", out, "blocking")
+    return graph.validate()
+
+
+def fixed_member_fed_per_unit() -> JobGraph:
+    """agg [1, 8] wired pipelined (RESCALE) to post, fixed at 4, which also reads scan2 through a blocking HASH
+    edge: that edge goes into a vertex that is not adaptive, so it is stored per consumer unit."""
+    graph = JobGraph("per_unit_member")
+    graph.add_vertex("scan", 2, fn="m:f")
+    graph.add_vertex("scan2", 2, fn="m:f")
+    graph.add_vertex("agg", (1, 8), fn="m:g", target_bytes_per_subtask=MIB)
+    graph.add_vertex("post", 4, fn="m:h")
+    graph.connect("scan", "agg", "hash", "blocking", keys=["k"])
+    graph.connect("agg", "post", "rescale", "pipelined")
+    graph.connect("scan2", "post", "hash", "blocking", keys=["k"])
+    return graph.validate()
+
+
+def adaptive_source() -> JobGraph:
+    graph = JobGraph("adaptive_source")
+    graph.add_vertex("agg", (1, 8), fn="m:g")
+    graph.add_vertex("out", 2, fn="m:h")
+    graph.connect("agg", "out", "hash", "blocking", keys=["k"])
     return graph.validate()
 
 
@@ -69,6 +91,8 @@ def test_the_other_units_keep_their_names_downstream_included():
     (job(), 1, "runs as one shard"),
     (job(consumer=(1, 1)), 8, "runs as one shard"),
     (job(distribution="rescale"), 8, "edge scan -RESCALE-> agg"),
+    (fixed_member_fed_per_unit(), 8, "edge scan2 -HASH-> post [blocking] into it is stored per consumer unit"),
+    (adaptive_source(), 8, "reads no blocking partition"),
 ])
 def test_a_region_that_cannot_be_decided_per_run_says_why(graph, max_shards, why):
     plan = decided_plan(graph, 2, "all-blocking")
