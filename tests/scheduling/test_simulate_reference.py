@@ -4,6 +4,7 @@ the fifo-bulk simulation ends the regions of one instant in one pool pass, which
 other hosts, never at other times."""
 from __future__ import annotations
 
+import copy
 import random
 
 import simulate_reference
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from random_jobs import random_jobs
 
+from regionflow.core.graph import JobGraph
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
 from regionflow.scheduling.simulate import simulate
@@ -24,20 +26,58 @@ from regionflow.scheduling.strategy import RegionScheduler, UnitState
 def test_simulation_same_as_the_old_one(job_plans, slots_per_host, hosts, allocator, durations):
     known = {name for plan in job_plans for name in plan.graph.vertices}
     durations = {name: seconds for name, seconds in durations.items() if name in known}
-    cluster = Cluster.parse(";".join(f"h{i}:slots={slots_per_host}" for i in range(hosts)))
+    assert_same_as_the_old_one(job_plans, Cluster.parse(";".join(f"h{i}:slots={slots_per_host}" for i in range(hosts))),
+                               durations, allocator)
+
+
+def test_a_run_stopped_by_a_region_too_big_for_the_cluster_ends_that_instants_regions_first():
+    """Found by the property above: j0's second region needs 3 of the 2 slots. At t=1 j0's and j1's first
+    regions end; the old simulation stopped at j0's end, the new one ends both in one pass, then stops."""
+    j0 = JobGraph("j0")
+    for name, parallelism in (("v0", 1), ("v1", 1), ("v2", 3), ("v3", 1)):
+        j0.add_vertex(name, parallelism)
+    j0.connect("v0", "v1", "RESCALE")
+    j0.connect("v1", "v2", "RESCALE", exchange="PIPELINED")
+    j0.connect("v0", "v3", "RESCALE")
+    plans = [Plan(j0.validate(), "all-blocking")]
+    for name in ("j1", "j2"):
+        single = JobGraph(name)
+        single.add_vertex("v0", 1)
+        plans.append(Plan(single.validate(), "all-blocking"))
+    result = assert_same_as_the_old_one(plans, Cluster.parse("h0:slots=1;h1:slots=1"), {}, "fifo-bulk")
+    assert not result["completed"] and "needs 3 slots" in result["reason"]
+    assert result["job_makespans"] == {"j0": 1.0, "j1": 1.0}
+
+
+def assert_same_as_the_old_one(job_plans, cluster, durations, allocator) -> dict:
+    """The new simulation of `job_plans` against the frozen old one; returns the new one's result."""
     new = simulate(job_plans, cluster, durations, allocator).to_dict()
     old = simulate_reference.simulate(job_plans, cluster, durations, allocator).to_dict()
+    result = copy.deepcopy(new)
     if allocator == "per-task":
         assert new == old
-        return
+        return result
     # fifo-bulk ends the regions of one instant together (`SlotPool.release_all`, one pass): every
     # region is ready, starts and ends exactly when it did; only which hosts a grant lands on may
-    # differ, and the peak, since the ends of an instant now count before its starts
+    # differ, and the peak, since the ends of an instant now count before its starts. A run stopped by a
+    # region the cluster can never hold stops after that instant's pass: the new one has also ended the other
+    # regions that end at that instant (and counted their jobs' makespans), where the old one stopped at the
+    # first end.
     timing = ("job", "region", "slots", "ready", "start", "end")
-    assert [tuple(run[k] for k in timing) for run in new.pop("regions")] == \
-        [tuple(run[k] for k in timing) for run in old.pop("regions")]
+    new_runs, old_runs = new.pop("regions"), old.pop("regions")
+    new_makespans, old_makespans = new.pop("job_makespans"), old.pop("job_makespans")
+    if not old["completed"]:
+        stopped_at = old["makespan"]
+        for new_run, old_run in zip(new_runs, old_runs, strict=True):
+            if old_run["end"] is None and new_run["end"] == stopped_at:
+                new_run["end"] = None
+        assert all(new_makespans[job] == stopped_at for job in new_makespans.keys() - old_makespans.keys())
+        new_makespans = {job: value for job, value in new_makespans.items() if job in old_makespans}
+    assert [tuple(run[k] for k in timing) for run in new_runs] == [tuple(run[k] for k in timing) for run in old_runs]
+    assert new_makespans == old_makespans
     assert new.pop("peak_slots") <= old.pop("peak_slots")
     assert new == old
+    return result
 
 
 def _old_region_name(plan, region):
