@@ -3,8 +3,12 @@ one directory (what a producer of a consumer fixed at one shard writes: no hash)
 directories with ``partitionBy`` (what a producer of an adaptive consumer writes), and three Spark settings
 that might make the second cheaper: append instead of overwrite, concurrent output writers instead of the
 planned sort (``spark.sql.maxConcurrentOutputFileWriters``; each open Parquet writer buffers its own row
-group, so it costs memory), and the v2 output committer. Plain PySpark, ``local[2]``, one input partition;
-medians after a warm-up round.
+group, so it costs memory), and the v2 output committer; and the layout Flink's sort-merge shuffle uses instead
+of a file per subpartition: one file per producer partition, its rows sorted by key group (a ``_rf_kg``
+column), read back one key group at a time through Parquet's filter push-down (row-group statistics and the
+page index skip the other groups' rows). Read side: one key group's rows from its directory against the same
+rows filtered out of the sorted file. Plain PySpark, ``local[2]``, one input partition; medians after a
+warm-up round.
 
 Usage: .venv/bin/python benchmarks/keygroup_writes.py [--rows 2000000] [--repeats 5]
 """
@@ -17,6 +21,8 @@ import statistics
 import tempfile
 import time
 from contextlib import contextmanager
+
+COLUMNS = ("order_id", "customer_id", "product_id", "quantity", "unit_price_cents")
 
 
 def main() -> None:
@@ -62,11 +68,21 @@ def main() -> None:
         finally:
             hadoop.set("mapreduce.fileoutputcommitter.algorithm.version", "1")
 
+    def sorted_file(path: str) -> None:
+        orders().withColumn("_rf_kg", F.expr("pmod(hash(customer_id), 8)")).sortWithinPartitions("_rf_kg") \
+            .write.mode("overwrite").option("parquet.page.size", 256 << 10).parquet(f"{path}/_rf_unit=0")
+
     variants = {"one directory": lambda path: orders().write.mode("overwrite").parquet(f"{path}/_rf_unit=0"),
                 "8 key groups": grouped, "8 key groups, append": lambda path: grouped(path, "append"),
-                "8 key groups, concurrent writers": concurrent, "8 key groups, committer v2": committer_v2}
+                "8 key groups, concurrent writers": concurrent, "8 key groups, committer v2": committer_v2,
+                "one file sorted by key group": sorted_file}
+    reads = {"one key group's directory": ("8 key groups", lambda path: spark.read.parquet(f"{path}/_rf_unit=3")),
+             "one key group out of the sorted file": (
+                 "one file sorted by key group",
+                 lambda path: spark.read.parquet(f"{path}/_rf_unit=0").where(F.col("_rf_kg") == 3).drop("_rf_kg"))}
     root = tempfile.mkdtemp(prefix="rf-bench-writes-")
-    times: dict[str, list[float]] = {name: [] for name in variants}
+    times: dict[str, list[float]] = {name: [] for name in (*variants, *reads)}
+    rows: dict[str, tuple[int, int]] = {}  # a key group's row count and a checksum of all its columns
     try:
         for repeat in range(args.repeats + 1):  # the first round warms the JVM up and is not counted
             for number, (name, write) in enumerate(variants.items()):
@@ -75,15 +91,26 @@ def main() -> None:
                 write(path)
                 if repeat:
                     times[name].append(time.monotonic() - started)
-                shutil.rmtree(path, ignore_errors=True)
+            for name, (written_by, frame) in reads.items():
+                path = f"{root}/{repeat}-{list(variants).index(written_by)}"
+                started = time.monotonic()
+                rows[name] = tuple(frame(path).agg(F.count("*"), F.sum(F.hash(*COLUMNS).cast("bigint"))).collect()[0])
+                if repeat:
+                    times[name].append(time.monotonic() - started)
+            for number in range(len(variants)):
+                shutil.rmtree(f"{root}/{repeat}-{number}", ignore_errors=True)
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
-    base = statistics.median(times["one directory"])
-    print(json.dumps({"rows": args.rows, "repeats": args.repeats,
-                      "seconds": {name: round(statistics.median(values), 3) for name, values in times.items()},
-                      "ratio_to_one_directory": {name: round(statistics.median(values) / base, 2)
-                                                 for name, values in times.items()}}, indent=2))
+    if len(set(rows.values())) != 1:
+        raise SystemExit(f"the two reads of one key group found different rows: {rows}")
+    median = {name: statistics.median(values) for name, values in times.items()}
+    base, read_base = median["one directory"], median["one key group's directory"]
+    print(json.dumps({"rows": args.rows, "repeats": args.repeats, "key_group_rows": rows[next(iter(reads))][0],
+                      "seconds": {name: round(value, 3) for name, value in median.items()},
+                      "write_ratio_to_one_directory": {name: round(median[name] / base, 2) for name in variants},
+                      "read_ratio_to_the_key_groups_directory": {name: round(median[name] / read_base, 2)
+                                                                 for name in reads}}, indent=2))
 
 
 if __name__ == "__main__":

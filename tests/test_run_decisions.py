@@ -42,25 +42,24 @@ def source() -> JobSource:
 
 
 def commit_producers(config, written: int) -> tuple[PartitionStore, int]:
-    """The scan units' committed partitions of the edge into agg: `written` bytes in all, over 8 key groups,
-    key group g's file `g` bytes longer than group 0's (so the groups a unit reads show in its bytes); returns
-    the store and the bytes written (`written`, less a rounding)."""
+    """The scan units' committed partitions of the edge into agg, as a key-grouped edge stores them: one
+    directory per producer unit (its rows sorted by key group), `written` bytes in all, unit u's file
+    `u * 8` bytes longer than unit 0's; returns the store and the bytes written (`written`, less a rounding)."""
     partitions = PartitionStore(config.data_dir, run_key_for("per_run", RUN))
     layout = UnitLayout(decided_plan(source().graph, 2, "all-blocking"), 8)
     edge = next(e.index for e in layout.plan.topology.edges)
     producers = layout.units_of_logical(0)
-    for unit in producers:
-        for group in range(8):
-            path = os.path.join(partitions.partition_path(layout.keys[unit], edge), f"{UNIT_COLUMN}={group}")
-            os.makedirs(path, exist_ok=True)
-            with open(os.path.join(path, "part-0.parquet"), "wb") as handle:
-                handle.write(b"x" * (group_bytes(written) + group))
-    return partitions, 16 * group_bytes(written) + 2 * sum(range(8))
+    for number, unit in enumerate(producers):
+        path = os.path.join(partitions.partition_path(layout.keys[unit], edge), f"{UNIT_COLUMN}=0")
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "part-0.parquet"), "wb") as handle:
+            handle.write(b"x" * unit_bytes(written, number))
+    return partitions, sum(unit_bytes(written, number) for number in range(len(producers)))
 
 
-def group_bytes(written: int) -> int:
-    """Key group 0's file of one of the 2 producer units; the 16 files hold `written` bytes in all."""
-    return (written - 2 * sum(range(8))) // 16
+def unit_bytes(written: int, number: int) -> int:
+    """The file of producer unit `number` (of 2) when the two hold about `written` bytes."""
+    return written // 2 - 4 + 8 * number
 
 
 def test_the_decision_follows_the_bytes_is_recorded_and_the_first_one_wins(config, store):
@@ -99,8 +98,10 @@ def test_every_try_of_a_shard_opens_the_decided_layout_and_reads_the_same_key_gr
         layout, unit = opened.layout, opened.unit
         assert len(layout.units_of_logical(1)) == 6 and opened.name == "agg[3]"
         reads.append(layout.input_bytes(unit, opened.partitions))
-    # subtask 3 of 6 reads key groups [ceil(3*8/6), ceil(4*8/6)) = 4 and 5, of both producer units
-    assert reads[0] == reads[1] == 2 * (2 * group_bytes(360 * KIB) + 4 + 5)
+    # subtask 3 of 6 reads key groups [ceil(3*8/6), ceil(4*8/6)) = 4 and 5 of 8, of both producer units: its
+    # share of each unit's bytes
+    sizes = [unit_bytes(360 * KIB, number) for number in range(2)]
+    assert reads[0] == reads[1] == sum(size * 6 // 8 - size * 4 // 8 for size in sizes)
     with pytest.raises(Exception, match="no shard 6"):
         OpenedUnit(source(), RUN, "all-blocking", 1, 8, 6, config)
 

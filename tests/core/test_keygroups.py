@@ -8,6 +8,7 @@ from regionflow.core.graph import JobGraph
 from regionflow.core.keygroups import key_group_range, key_grouped_edges
 from regionflow.core.plan import Plan
 from regionflow.plan_document import plan_document
+from regionflow.spark.driver.exchange import Span, key_groups_read, share_of_bytes
 
 
 @pytest.mark.parametrize("key_groups", [1, 6, 8, 13])
@@ -25,6 +26,18 @@ def test_a_run_of_subtasks_reads_the_union_of_their_ranges():
     assert key_group_range(0, 2, 6, 8) == range(0, 3)  # subtasks 0 and 1 of 6: key groups 0-1 and 2
     assert key_group_range(2, 6, 6, 8) == range(3, 8)
     assert key_group_range(0, 6, 6, 8) == range(0, 8)
+
+
+@pytest.mark.parametrize("size", [0, 7, 1000, 360 * 1024 + 3])
+def test_the_bytes_counted_for_the_units_of_any_parallelism_add_up_to_the_dataset(size):
+    """A key-grouped dataset is one directory of rows sorted by key group: a unit is counted its key groups'
+    share of its bytes, and the units of one parallelism are counted the dataset's bytes exactly once."""
+    for parallelism in range(1, 9):
+        shares = [share_of_bytes(size, key_groups_read(Span(i, i + 1), parallelism, 8), 8)
+                  for i in range(parallelism)]
+        assert sum(shares) == size and all(share >= 0 for share in shares)
+        assert max(shares) - min(shares) <= size // 8 + 1  # as even as the key groups
+    assert key_groups_read(Span(0, 2), 4, None) is None  # not key-grouped: no range
 
 
 def test_more_subtasks_than_key_groups_is_refused_naming_both():

@@ -2,7 +2,8 @@
 a [1, 8] vertex with ``target_bytes_per_subtask`` planned at 4 (the cluster's slots) runs at 1 once its
 unit sees the few KB it reads, with the same result as when it keeps the planned 4; and an adaptive
 region whose full request would wait starts at once with fewer slots (an elastic request). Cut into shards,
-the vertex keeps its planned value, and its producers write key groups that any value would read once."""
+the vertex keeps its planned value, and its producers write key groups (one directory per producer unit,
+sorted by key group) that any value would read once."""
 import glob
 import os
 
@@ -52,8 +53,9 @@ def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_resu
     assert len(kept_parts) == 4
     assert (sink["rows"], sink["checksum"]) == (kept_sink["rows"], kept_sink["checksum"]) and sink["rows"] == 500
 
-    # planned at 6 in 4 shards (2, 1, 2, 1 subtasks): orders writes K = 8 key groups (the declared max), each
-    # shard reads those of its subtasks, and the rows are the reference's
+    # planned at 6 in 4 shards (2, 1, 2, 1 subtasks): orders writes its rows in K = 8 key groups (the declared
+    # max), one directory per producer unit sorted by key group; each shard reads the range of its subtasks,
+    # and the rows are the reference's
     runners: list[LocalRunner] = []
     _, six_manifest, six_sink, _ = run(tmp_path / "six-in-four", shared_servers, 4, planned_for=6, runners=runners)
     assert six_manifest["parallelism"] == {"per_customer": 6}
@@ -65,13 +67,16 @@ def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_resu
     written = 0
     for producer in producers:
         dataset = runner.store.partition_path(producer, edge)
-        assert sorted(n for n in os.listdir(dataset) if n.startswith("_rf_unit=")) == \
-            [f"_rf_unit={g}" for g in range(8)]
-        written += sum(runner.store.fs.size(f"{dataset}/_rf_unit={g}") for g in range(8))
-        [first] = glob.glob(os.path.join(dataset, "_rf_unit=0", "*.parquet"))
-        assert "_rf_bucket" not in pyarrow.parquet.read_schema(first).names  # the directory is the key group
+        assert sorted(n for n in os.listdir(dataset) if n.startswith("_rf_unit=")) == ["_rf_unit=0"]
+        written += runner.store.fs.size(f"{dataset}/_rf_unit=0")
+        seen: set[int] = set()
+        for path in glob.glob(os.path.join(dataset, "_rf_unit=0", "*.parquet")):
+            groups = pyarrow.parquet.read_table(path, columns=["_rf_bucket"]).column("_rf_bucket").to_pylist()
+            assert groups == sorted(groups), path  # each file sorted by key group
+            seen |= set(groups)
+        assert seen == set(range(8))  # 500 customers fill every key group
 
-    # any value in [1, 8] the consumer were given would read those files, each key group exactly once
+    # any value in [1, 8] the consumer were given would read those files, each byte counted once
     for value in range(1, 9):
         layout = UnitLayout(Plan(apply(runner.plan.graph, {"per_customer": value}), "all-blocking"), 4)
         assert [layout.keys[u] for u in layout.units_of_logical(0)] == producers  # the producer units as written

@@ -20,7 +20,7 @@ from ..scheduling.strategy import RegionScheduler
 from ..spark.data.descriptors import PartitionLocation
 from ..spark.data.store import UNIT_COLUMN, PartitionStore
 from ..spark.data.task import unit_key_for
-from ..spark.driver.exchange import Span, directories_read
+from ..spark.driver.exchange import Span, directories_read, key_groups_read, share_of_bytes
 from ..spark.driver.program import CHECKSUM_MODULUS, resolve_sink_path
 from ..spark.launch.sizing import slot_size
 
@@ -116,17 +116,21 @@ class UnitLayout:
 
     def input_bytes(self, unit: int, store: PartitionStore) -> int:
         """Bytes the unit reads from committed partitions: its own directory of each producer unit's
-        dataset of an edge it reads (its key groups' on a key-grouped edge), or the whole dataset of a
-        BROADCAST edge."""
+        dataset of an edge it reads (on a key-grouped edge, its key groups' share of the one directory), or
+        the whole dataset of a BROADCAST edge."""
         topology = self.plan.topology
-        read = []
+        total = 0
         for dataset, (_, edge) in zip(self.producer_datasets(unit, store), self._producers_read(unit), strict=True):
             exec_edge, key_groups = topology.edges[edge], self.key_groups.get(edge)
-            span = self._span(unit, exec_edge.dst) if key_groups is not None else Span(0, 0)  # only read then
-            values = directories_read(exec_edge, span, topology.parallelism[exec_edge.dst], self.shards[unit].index,
-                                      key_groups)
-            read += [dataset] if values is None else [f"{dataset}/{UNIT_COLUMN}={value}" for value in values]
-        return sum(store.fs.size(path) for path in read)
+            values = directories_read(exec_edge, self.shards[unit].index, key_groups)
+            paths = [dataset] if values is None else [f"{dataset}/{UNIT_COLUMN}={value}" for value in values]
+            size = sum(store.fs.size(path) for path in paths)
+            if key_groups is not None:
+                span = self._span(unit, exec_edge.dst)
+                groups = key_groups_read(span, topology.parallelism[exec_edge.dst], key_groups)
+                size = share_of_bytes(size, groups, key_groups) if groups is not None else size
+            total += size
+        return total
 
     def region_input_bytes(self, logical: int, store: PartitionStore) -> int | None:
         """Bytes of the committed partitions logical region `logical` reads, each producer dataset once

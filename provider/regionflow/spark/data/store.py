@@ -11,8 +11,9 @@ Layout of one run::
       _attempts/{unit_key}/{attempt_id}/     an attempt's private output, invisible to readers
         e{edge}/_rf_unit={u}/part-*.parquet  a blocking edge: one Parquet dataset per unit, a directory
                                              per consumer unit (its shard index in its logical region;
-                                             per key group on a key-grouped edge, `core.keygroups`), at
-                                             most one file per core in each
+                                             on a key-grouped edge, `core.keygroups`, one directory,
+                                             its rows sorted by key group), at most one file per core
+                                             in each
         _sink/{vertex}/_rf_subtask={s}/part-*.parquet   staged sink output: one file per core, numbered by
                                              the unit's subtasks (at most one file per subtask)
       units/{unit_key}/                      the committed attempt: same tree, plus

@@ -17,9 +17,15 @@ directory of each producer unit's dataset (partition pruning, no file lists), an
 writes at most one file per core and consumer unit, whatever P is. Writing one file per subtask
 would make the cost grow with P again: a Parquet file costs tens of milliseconds to open and commit.
 
-On a key-grouped edge (`core.keygroups`: a HASH edge into an adaptive region of several shards) the
-directory is the row's key group instead, ``pmod(hash(keys), K)``, and a consumer span reads the key
-groups of its subtasks, whatever parallelism it was given after the producers wrote.
+On a key-grouped edge (`core.keygroups`: a HASH or REBALANCE edge into an adaptive region of several
+shards) a row's bucket is its key group instead, ``pmod(hash(keys), K)``, whatever parallelism the consumer
+is given after the producers wrote. Each producer unit then writes one directory (``_rf_unit=0``), its rows
+carrying their key group (the bucket column) and sorted by it, and a consumer span reads the key groups of
+its subtasks as a range of that column: Parquet's statistics and page index skip the pages of the other
+groups. This is the layout of Flink's sort-merge shuffle (one data file per producer, its subpartitions in
+order) rather than of a file per key group: K directories per producer unit cost ~1.8x one directory to
+write (`benchmarks/keygroup_writes.py`), the sorted one ~1.2x, and a consumer that reads every key group,
+as one decided at parallelism 1 does, reads it like any single directory.
 """
 from __future__ import annotations
 
@@ -31,7 +37,8 @@ from ...core.topology import ExecutionEdge, ExecutionTopology
 from ..data.store import BUCKET_COLUMN, SUBTASK_COLUMN, UNIT_COLUMN
 
 ROUTING_COLUMNS = (UNIT_COLUMN, BUCKET_COLUMN)
-__all__ = ["BUCKET_COLUMN", "ROUTING_COLUMNS", "SUBTASK_COLUMN", "UNIT_COLUMN", "Span"]
+KEY_GROUPED_DIRECTORY = 0  # the one ``_rf_unit`` directory of a producer unit's dataset of a key-grouped edge
+__all__ = ["BUCKET_COLUMN", "KEY_GROUPED_DIRECTORY", "ROUTING_COLUMNS", "SUBTASK_COLUMN", "UNIT_COLUMN", "Span"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,7 @@ def with_bucket(frame, topology: ExecutionTopology, exec_edge: ExecutionEdge, pr
 def bucket_of_rows(topology: ExecutionTopology, exec_edge: ExecutionEdge, producers: Span, columns: list[str],
                    key_groups: int | None = None):
     """Each row's bucket on `exec_edge`, a Column over the frame's `columns`; with `key_groups` (K of a
-    key-grouped HASH or REBALANCE edge), its key group, which is then its directory too (no bucket column)."""
+    key-grouped HASH or REBALANCE edge), its key group."""
     from pyspark.sql import functions as F
 
     distribution = exec_edge.edge.distribution
@@ -127,16 +134,30 @@ def unit_of_rows(unit_runs: list[tuple[int, int]]):
     return unit.otherwise(F.lit(unit_runs[-1][1]))
 
 
-def directories_read(exec_edge: ExecutionEdge, consumers: Span, parallelism: int, shard: int,
-                     key_groups: int | None) -> range | None:
-    """The ``_rf_unit`` values the subtasks `consumers` (of `parallelism`, in the consumer unit that is shard
-    `shard` of its logical region) read of a producer unit's dataset: None for every row (BROADCAST), their
-    key groups on a key-grouped edge, else their unit's."""
+def directories_read(exec_edge: ExecutionEdge, shard: int, key_groups: int | None) -> range | None:
+    """The ``_rf_unit`` values the consumer unit that is shard `shard` of its logical region reads of a
+    producer unit's dataset: None for every row (BROADCAST), the one directory on a key-grouped edge
+    (`key_groups_read` says which of its rows), else the unit's own."""
     if exec_edge.edge.distribution is Distribution.BROADCAST:
         return None
     if key_groups is not None:
-        return key_group_range(consumers.first, consumers.end, parallelism, key_groups)
+        return range(KEY_GROUPED_DIRECTORY, KEY_GROUPED_DIRECTORY + 1)
     return range(shard, shard + 1)
+
+
+def key_groups_read(consumers: Span, parallelism: int, key_groups: int | None) -> range | None:
+    """The key groups (bucket column values) subtasks `consumers` of `parallelism` read on an edge of
+    `key_groups` key groups; None on an edge that is not key-grouped."""
+    if key_groups is None:
+        return None
+    return key_group_range(consumers.first, consumers.end, parallelism, key_groups)
+
+
+def share_of_bytes(size: int, groups: range, key_groups: int) -> int:
+    """The bytes of a key-grouped dataset of `size` bytes counted for reading `groups` of its `key_groups`:
+    its share by key groups (the file does not say where each group's pages are); the shares of a partition of
+    the key groups add up to `size` exactly."""
+    return size * groups.stop // key_groups - size * groups.start // key_groups
 
 
 def only_buckets(frame, consumers: Span):
