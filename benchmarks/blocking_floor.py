@@ -36,7 +36,8 @@ from regionflow.examples import tpch
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.data.filesystems import local_path
 from regionflow.spark.servers.session_servers import SessionServers
-from regionflow.units.runner import LocalRunner, RunOptions, run_reference
+from regionflow.units.reference import run_reference
+from regionflow.units.runner import LocalRunner, RunOptions
 from rfbench import tpch_data
 
 

@@ -70,16 +70,26 @@ def main() -> None:
 
     def sorted_file(path: str) -> None:
         orders().withColumn("_rf_kg", F.expr("pmod(hash(customer_id), 8)")).sortWithinPartitions("_rf_kg") \
-            .write.mode("overwrite").option("parquet.page.size", 256 << 10).parquet(f"{path}/_rf_unit=0")
+            .write.mode("overwrite").parquet(f"{path}/_rf_unit=0")
+
+    def unsorted_file(path: str) -> None:
+        orders().withColumn("_rf_kg", F.expr("pmod(hash(customer_id), 8)")).write.mode("overwrite") \
+            .parquet(f"{path}/_rf_unit=0")
 
     variants = {"one directory": lambda path: orders().write.mode("overwrite").parquet(f"{path}/_rf_unit=0"),
                 "8 key groups": grouped, "8 key groups, append": lambda path: grouped(path, "append"),
                 "8 key groups, concurrent writers": concurrent, "8 key groups, committer v2": committer_v2,
-                "one file sorted by key group": sorted_file}
+                "one file with the key group, unsorted": unsorted_file, "one file sorted by key group": sorted_file}
     reads = {"one key group's directory": ("8 key groups", lambda path: spark.read.parquet(f"{path}/_rf_unit=3")),
              "one key group out of the sorted file": (
                  "one file sorted by key group",
-                 lambda path: spark.read.parquet(f"{path}/_rf_unit=0").where(F.col("_rf_kg") == 3).drop("_rf_kg"))}
+                 lambda path: spark.read.parquet(f"{path}/_rf_unit=0").where(F.col("_rf_kg") == 3).drop("_rf_kg")),
+             "one key group out of the unsorted file": (
+                 "one file with the key group, unsorted",
+                 lambda path: spark.read.parquet(f"{path}/_rf_unit=0").where(F.col("_rf_kg") == 3).drop("_rf_kg")),
+             "every row of the sorted file": (
+                 "one file sorted by key group", lambda path: spark.read.parquet(f"{path}/_rf_unit=0").drop("_rf_kg")),
+             "every row of one directory": ("one directory", lambda path: spark.read.parquet(f"{path}/_rf_unit=0"))}
     root = tempfile.mkdtemp(prefix="rf-bench-writes-")
     times: dict[str, list[float]] = {name: [] for name in (*variants, *reads)}
     rows: dict[str, tuple[int, int]] = {}  # a key group's row count and a checksum of all its columns
@@ -102,11 +112,12 @@ def main() -> None:
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
-    if len(set(rows.values())) != 1:
-        raise SystemExit(f"the two reads of one key group found different rows: {rows}")
+    groups = {name: found for name, found in rows.items() if "key group" in name}
+    if len(set(groups.values())) != 1 or rows["every row of the sorted file"] != rows["every row of one directory"]:
+        raise SystemExit(f"the reads of the same rows found different rows: {rows}")
     median = {name: statistics.median(values) for name, values in times.items()}
     base, read_base = median["one directory"], median["one key group's directory"]
-    print(json.dumps({"rows": args.rows, "repeats": args.repeats, "key_group_rows": rows[next(iter(reads))][0],
+    print(json.dumps({"rows": args.rows, "repeats": args.repeats, "key_group_rows": rows["one key group's directory"][0],
                       "seconds": {name: round(value, 3) for name, value in median.items()},
                       "write_ratio_to_one_directory": {name: round(median[name] / base, 2) for name in variants},
                       "read_ratio_to_the_key_groups_directory": {name: round(median[name] / read_base, 2)

@@ -52,7 +52,8 @@ def measure(mode: str, parallelism: int, slots: int, repeats: int, driver_memory
     from regionflow.core.plan import Plan
     from regionflow.scheduling.hosts import Cluster
     from regionflow.spark.servers.session_servers import SessionServers
-    from regionflow.units.runner import LocalRunner, RunOptions, run_reference
+    from regionflow.units.reference import run_reference
+    from regionflow.units.runner import LocalRunner, RunOptions
     from rfbench.spark_counts import blocking_files, event_log_conf, jobs_started
 
     os.environ["REGIONFLOW_ORDERS_PARALLELISM"] = str(parallelism)

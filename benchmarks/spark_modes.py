@@ -20,7 +20,8 @@ import time
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
-from regionflow.units.runner import LocalRunner, RunOptions, run_reference
+from regionflow.units.reference import run_reference
+from regionflow.units.runner import LocalRunner, RunOptions
 
 JOB = "regionflow.examples.orders:job"
 MODES = ("all-blocking", "forward-pipelined-only", "pointwise-pipelined-only", "all-pipelined")

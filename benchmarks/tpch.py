@@ -33,7 +33,8 @@ from regionflow.examples import tpch
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.data.filesystems import local_path
 from regionflow.spark.driver.program import resolve_sink_path
-from regionflow.units.runner import LocalRunner, RunOptions, run_reference
+from regionflow.units.reference import run_reference
+from regionflow.units.runner import LocalRunner, RunOptions
 from rfbench import tpch_data
 
 

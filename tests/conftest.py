@@ -270,7 +270,8 @@ def orders_reference(tmp_path_factory, event_servers):
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
     from regionflow.spark.servers.client_env import no_client_marks
-    from regionflow.units.runner import RunOptions, run_reference
+    from regionflow.units.reference import run_reference
+    from regionflow.units.runner import RunOptions
 
     servers, _ = event_servers
     options = RunOptions(data_dir=str(tmp_path_factory.mktemp("reference")), cluster=servers.cluster,

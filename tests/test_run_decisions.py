@@ -11,12 +11,14 @@ import pytest
 from regionflow.config import RegionflowConfig
 from regionflow.core.adaptive import decided_plan
 from regionflow.core.graph import JobGraph
+from regionflow.scheduling.strategy import UnitState
 from regionflow.spark.data.store import UNIT_COLUMN, PartitionStore, run_key_for
 from regionflow.store import RegionflowStore
 from regionflow.units.dags import JobSource
 from regionflow.units.decisions import decide_region
 from regionflow.units.layout import UnitLayout
 from regionflow.units.opened import OpenedUnit
+from regionflow.units.per_run import RunDecisions, carried_over
 
 KIB = 1 << 10
 RUN = "manual__2026-12-07"
@@ -109,3 +111,28 @@ def test_every_try_of_a_shard_opens_the_decided_layout_and_reads_the_same_key_gr
 def test_without_a_decision_a_shard_opens_the_parse_time_layout(config):
     opened = OpenedUnit(source(), "manual__other", "all-blocking", 1, 8, 1, config)
     assert len(opened.layout.units_of_logical(1)) == 2  # planned for the cluster's 2 slots
+
+
+def test_regionflow_run_decides_the_region_once_its_producers_committed_and_carries_the_strategy_over(config):
+    """`regionflow run` (`LocalRunner`) takes the same decision through `RunDecisions`, records it the same
+    way, and goes on in the decided layout with the strategy brought to where the run was (`carried_over`)."""
+    planned = decided_plan(source().graph, 2, "all-blocking")
+    partitions, _ = commit_producers(config, 360 * KIB)
+    assert RunDecisions(planned, 1, partitions, 2, 2).pending == set()  # one shard: decided at its grant
+    decisions = RunDecisions(planned, 8, partitions, 2, 2)
+    layout = UnitLayout(planned, 8)
+    producers = layout.units_of_logical(0)
+    assert decisions.pending == {1} and decisions.due(layout, producers) == []
+    assert decisions.due(layout, layout.units_of_logical(1)) == [1]
+    recorded = decisions.decide(layout, 1)
+    assert recorded["values"] == {"agg": 6} and partitions.decisions()["agg"] == recorded
+    assert decisions.pending == set()
+    decided = decisions.layout()
+    assert len(decided.units_of_logical(1)) == 6
+    assert [decided.keys[u] for u in decided.units_of_logical(0)] == [layout.keys[u] for u in producers]
+    finished = [layout.keys[u] for u in reversed(producers)]  # in the order they finished
+    scheduler = carried_over(decided, finished, running=[])
+    states = [scheduler.state[u] for u in range(len(decided.keys))]
+    assert states == [UnitState.FINISHED] * 2 + [UnitState.READY] * 6
+    assert carried_over(decided, finished[:1], running=finished[1:]).state[decided.units_of_logical(0)[0]] \
+        is UnitState.RUNNING  # a producer still running stays running; agg waits for it

@@ -288,7 +288,8 @@ def orders_references(days: Sequence[str | None], work_dir: str) -> dict[str | N
     from regionflow.core.run_context import cli_context
     from regionflow.scheduling.hosts import Cluster
     from regionflow.spark.servers.session_servers import SessionServers
-    from regionflow.units.runner import RunOptions, run_reference
+    from regionflow.units.reference import run_reference
+    from regionflow.units.runner import RunOptions
 
     job = "regionflow.examples.orders:daily"
     servers = SessionServers(Cluster.local_default(2), os.path.join(work_dir, "sessions"), base_port=None)

@@ -22,7 +22,8 @@ from regionflow.spark.data.store import SINK_MARKER, run_key_for
 from regionflow.spark.servers.client_env import no_client_marks
 from regionflow.testing import EmbeddedAirflow
 from regionflow.units.dags import dag_run_outputs
-from regionflow.units.runner import RunOptions, run_reference
+from regionflow.units.reference import run_reference
+from regionflow.units.runner import RunOptions
 
 pytestmark = [pytest.mark.heavy, pytest.mark.timeout(900)]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -116,6 +116,18 @@ def adaptive_bytes_job():
     return graph.validate()
 
 
+def adaptive_small_target_job():
+    """`adaptive_bytes_job` with 1 KiB per subtask: the ~100 KB it reads call for its max, 8."""
+    from regionflow.core.graph import JobGraph
+
+    graph = JobGraph("adaptive_small_target")
+    graph.add_vertex("orders", 2, fn=orders.generate_orders)
+    graph.add_vertex("per_customer", (1, 8), fn=orders.count_per_customer,
+                     sink="adaptive_small_target/per_customer", target_bytes_per_subtask=1 << 10)
+    graph.connect("orders", "per_customer", "hash", keys=["customer_id"])
+    return graph.validate()
+
+
 def products_slowly(spark, inputs, ctx):
     """The example's products, after holding its unit's slots for 4 s (in the driver)."""
     import time

@@ -14,7 +14,6 @@ from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.scheduling.hosts import Cluster
 from regionflow.spark.data.sinks import SinkCommitter
-from regionflow.units import runner as runner_module
 from regionflow.units.runner import LocalRunner, RunFailed, RunOptions
 
 ORDERS = "regionflow.examples.orders:job"
@@ -132,7 +131,7 @@ class _NoSpark:
 def no_spark(monkeypatch):
     monkeypatch.setattr("regionflow.spark.launch.backends.unit_submission", _NoSpark)
     monkeypatch.setattr("regionflow.spark.launch.backends.SessionSubmission", _NoSpark)
-    monkeypatch.setattr(runner_module, "unit_submission", _NoSpark)
+    monkeypatch.setattr("regionflow.units.reference.unit_submission", _NoSpark)
 
 
 def test_sink_holding_another_jobs_data_fails_before_spark(tmp_path, no_spark):

@@ -1,9 +1,9 @@
 """Adaptive parallelism decided at grant time, on real Spark (the shared Spark Connect server, 4 slots):
 a [1, 8] vertex with ``target_bytes_per_subtask`` planned at 4 (the cluster's slots) runs at 1 once its
-unit sees the few KB it reads, with the same result as when it keeps the planned 4; and an adaptive
+unit sees the few KB it reads, with the same rows as the plain reference; and an adaptive
 region whose full request would wait starts at once with fewer slots (an elastic request). Cut into shards,
-the vertex keeps its planned value, and its producers write key groups (one directory per producer unit,
-sorted by key group) that any value would read once."""
+the vertex is decided for the run once its producers have committed, and they wrote key groups (one directory
+per producer unit, sorted by key group) that any value would read once."""
 import glob
 import os
 
@@ -18,15 +18,16 @@ from regionflow.units.layout import UnitLayout
 from regionflow.units.runner import LocalRunner, RunOptions
 
 JOB = "rf_test_jobs:adaptive_bytes_job"
+SMALL_TARGET_JOB = "rf_test_jobs:adaptive_small_target_job"
 
 
-def run(tmp_path, shared_servers, max_shards, planned_for=4, runners=None):
+def run(tmp_path, shared_servers, max_shards, job=JOB, runners=None):
     servers, _ = shared_servers
     lines: list[str] = []
-    plan = decided_plan(load_job(JOB), planned_for, "all-blocking")
+    plan = decided_plan(load_job(job), 4, "all-blocking")
     options = RunOptions(data_dir=str(tmp_path), cluster=Cluster.local_default(4), max_shards=max_shards,
                          progress=lines.append, servers=servers, keep_partitions=True)
-    runner = LocalRunner(JOB, plan, options)
+    runner = LocalRunner(job, plan, options)
     summary = runner.run()
     unit = runner.layout.units_of_logical(1)[0]
     committed = runner.store.committed(runner.keys[unit])
@@ -46,21 +47,33 @@ def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_resu
     assert "(planned per_customer=4)" in said[0]
     assert parts == ["part-00000.parquet"]  # one subtask wrote the sink
 
-    # four shards: each shard has its own grant, so the planned value stays, and the result is the same
-    kept_lines, kept_manifest, kept_sink, kept_parts = run(tmp_path / "four-shards", shared_servers, 4)
-    assert kept_manifest["parallelism"] == {"per_customer": 4}  # the planned value, in each of the 4 shards
-    assert any("planned values kept: the region runs as several shards" in line for line in kept_lines)
-    assert len(kept_parts) == 4
-    assert (sink["rows"], sink["checksum"]) == (kept_sink["rows"], kept_sink["checksum"]) and sink["rows"] == 500
-
-    # planned at 6 in 4 shards (2, 1, 2, 1 subtasks): orders writes its rows in K = 8 key groups (the declared
-    # max), one directory per producer unit sorted by key group; each shard reads the range of its subtasks,
-    # and the rows are the reference's
+    # planned as four shards: decided for the run once orders has committed, from the bytes of its key groups,
+    # as the decision task does in Airflow; the run goes on as the one shard that value gives
     runners: list[LocalRunner] = []
-    _, six_manifest, six_sink, _ = run(tmp_path / "six-in-four", shared_servers, 4, planned_for=6, runners=runners)
-    assert six_manifest["parallelism"] == {"per_customer": 6}
-    assert (six_sink["rows"], six_sink["checksum"]) == (sink["rows"], sink["checksum"])
+    run_lines, run_manifest, run_sink, run_parts = run(tmp_path / "four-shards", shared_servers, 4, runners=runners)
+    said = [line for line in run_lines if "adaptive parallelism for this run" in line]
+    assert len(said) == 1 and "per_customer=1" in said[0] and "1 shard(s)" in said[0], run_lines
+    assert run_manifest["parallelism"] == {"per_customer": 1} and run_parts == ["part-00000.parquet"]
+    assert (run_sink["rows"], run_sink["checksum"]) == (sink["rows"], sink["checksum"]) and sink["rows"] == 500
     [runner] = runners
+    assert [u.name for u in runner.runs] == ["orders[0]", "orders[1]", "per_customer[0]"], runner.runs
+    assert runner.store.decisions()["per_customer"]["shards"] == 1
+
+
+def test_a_region_decided_for_the_run_reads_the_key_groups_of_its_shards_with_the_same_result(
+        shared_servers, tmp_path):
+    """1 KiB per subtask: decided 8 for the run, 4 shards of 2 subtasks. orders wrote its rows in K = 8 key
+    groups (the declared max), one directory per producer unit sorted by key group; each shard reads the range
+    of its subtasks, and the rows are the reference's."""
+    _, _, reference, _ = run(tmp_path / "one-shard", shared_servers, 1)
+    runners: list[LocalRunner] = []
+    lines, manifest, sink, parts = run(tmp_path / "decided", shared_servers, 4, job=SMALL_TARGET_JOB, runners=runners)
+    assert any("adaptive parallelism for this run" in line and "4 shard(s)" in line for line in lines), lines
+    assert manifest["parallelism"] == {"per_customer": 8}
+    assert parts == [f"part-{first:05d}.parquet" for first in (0, 2, 4, 6)]  # a file per shard of 2 subtasks
+    assert (sink["rows"], sink["checksum"]) == (reference["rows"], reference["checksum"])
+    [runner] = runners
+    assert len(runner.layout.units_of_logical(1)) == 4
     [edge] = runner.layout.key_groups
     assert runner.layout.key_groups == {edge: 8}
     producers = [runner.keys[u] for u in runner.layout.units_of_logical(0)]  # orders: 2 shards
@@ -81,7 +94,6 @@ def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_resu
         layout = UnitLayout(Plan(apply(runner.plan.graph, {"per_customer": value}), "all-blocking"), 4)
         assert [layout.keys[u] for u in layout.units_of_logical(0)] == producers  # the producer units as written
         assert sum(layout.input_bytes(u, runner.store) for u in layout.units_of_logical(1)) == written, value
-
 
 def test_an_adaptive_region_starts_at_once_with_the_free_slots_when_its_full_request_would_wait(
         shared_servers, tmp_path):

@@ -362,7 +362,7 @@ def test_a_worker_killed_mid_stage_leaves_the_region_exact(tmp_path, monkeypatch
     from rf_test_jobs import HOLD_DIR_VARIABLE, HOLD_RELEASE
 
     from regionflow.spark.servers.client_env import no_client_marks
-    from regionflow.units.runner import run_reference
+    from regionflow.units.reference import run_reference
 
     job = "rf_test_jobs:held_spread_job"
     # No adaptive execution: the 4 shuffle partitions of the count stay 4, coalesced into 2 sink-writing

@@ -20,7 +20,8 @@ from regionflow.core.plan import Plan  # noqa: E402
 from regionflow.examples import tpch  # noqa: E402
 from regionflow.spark.data.filesystems import local_path  # noqa: E402
 from regionflow.spark.driver.program import resolve_sink_path  # noqa: E402
-from regionflow.units.runner import LocalRunner, RunOptions, run_reference  # noqa: E402
+from regionflow.units.reference import run_reference  # noqa: E402
+from regionflow.units.runner import LocalRunner, RunOptions  # noqa: E402
 from rfbench import tpch_data  # noqa: E402
 
 SF = 0.01

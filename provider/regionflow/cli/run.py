@@ -58,7 +58,8 @@ def run_run(args: argparse.Namespace) -> int:
     from ..core.graph import load_job
     from ..core.modes import DEFAULT_MODE
     from ..core.run_context import cli_context
-    from ..units.runner import LocalRunner, RunOptions, run_reference
+    from ..units.reference import run_reference
+    from ..units.runner import LocalRunner, RunOptions
 
     job_reference = os.path.abspath(args.job) if os.path.exists(args.job) else args.job
     mode = mode_option(args.mode, DEFAULT_MODE)

@@ -5,12 +5,12 @@ may start, the FIFO bulk slot pool grants their slots on hosts, and each granted
 `Attempt` (the attempt lifecycle every runner shares) in a thread of its own, on the backend chosen
 with `--backend`: a spark-submit per attempt, or a session on a per-host Spark Connect server.
 Failures restart the unit (and what the strategy says must restart with it) up to `retries` times;
-partitions whose consumers have all finished are deleted. `--reference` runs the same vertex
-functions once as a plain PySpark program instead.
+partitions whose consumers have all finished are deleted. An adaptive region cut into several shards is
+decided for the run when its units become ready (`per_run`), as its decision task does in Airflow.
+`--reference` runs the same vertex functions once as a plain PySpark program instead (`reference`).
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
@@ -34,18 +34,17 @@ from ..spark.data.descriptors import DescriptorCache
 from ..spark.data.filesystems import local_path
 from ..spark.data.sinks import SinkCommitter
 from ..spark.data.store import PartitionStore
-from ..spark.data.task import UnitTask
 from ..spark.driver.program import resolve_sink_path
 from ..spark.launch.attempt import Attempt, AttemptOutcome, Backend, result_reason
 from ..spark.launch.backends import SessionBackend, SubmitBackend
 from ..spark.launch.cluster_managers import excluded_nodes
 from ..spark.launch.pyfiles import build_py_files
-from ..spark.launch.session_backend import apply_session_conf
-from ..spark.launch.submission import GrantTarget, default_conf, grant_target, job_modules, unit_submission
+from ..spark.launch.submission import GrantTarget, grant_target, job_modules
 from ..spark.launch.submit import SubmissionResult
 from ..spark.servers.session_servers import SessionServers
 from .attempts import new_attempt
 from .layout import UnitLayout
+from .per_run import RunDecisions, carried_over
 from .rendering import render
 from .summary import RunSummary, UnitRun
 from .tasks import UnitTaskBuilder
@@ -92,14 +91,16 @@ class LocalRunner:
         self.shards = self.layout.shards
         self.scheduler = self.layout.scheduler()
         self.keys = self.layout.keys
+        self.index = {key: unit for unit, key in enumerate(self.keys)}
+        self.finished: dict[str, None] = {}  # keys of the finished units, in the order they (last) finished
         self.runs = [UnitRun(name) for name in self.layout.names]
         self.largest_host = max(host.slots for host in options.cluster)
         self.hosts = {host.name: host for host in options.cluster}
         self.pool = SlotPool(options.cluster)
-        self.descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
+        self.decisions = RunDecisions(plan, options.max_shards, self.store, options.cluster.total_slots,
+                                      self.largest_host)
         self.context, self.rendered = run_values(plan, options, self.run_id)
-        self.tasks = UnitTaskBuilder(job_reference, self.layout, self.store, options.data_dir, self.descriptors,
-                                     lambda producer_unit: self.unit_host.get(producer_unit, ""))
+        self.tasks = self._task_builder()
         self.events: queue.Queue = queue.Queue()
         self.live: dict[int, tuple[str, Attempt]] = {}  # unit -> (bulk id, its running attempt)
         self.servers: SessionServers | None = None
@@ -145,8 +146,8 @@ class LocalRunner:
         try:
             self._submit(self.scheduler.start())
             while not self.scheduler.done:
-                unit, attempt, result = self.events.get()
-                self._on_result(unit, attempt, result)
+                key, attempt, result = self.events.get()
+                self._on_result(key, attempt, result)
         finally:
             self._kill_all()
             if self.servers is not None and self.options.servers is None:
@@ -155,11 +156,45 @@ class LocalRunner:
         return RunSummary(self.plan.graph.name, self.plan.mode.value, self.run_id, makespan,
                           self.runs, self._sink_figures())
 
+    def _task_builder(self) -> UnitTaskBuilder:
+        """The unit tasks of the current layout (input descriptors cached per partition group of it)."""
+        self.descriptors = DescriptorCache(os.path.join(self.work_dir, "descriptors"))
+        return UnitTaskBuilder(self.job_reference, self.layout, self.store, self.options.data_dir, self.descriptors,
+                               lambda producer_unit: self.unit_host.get(producer_unit, ""))
+
+    def _decided(self, units: list[int]) -> list[int]:
+        """`units`, ready now, after deciding the regions among them decided per run: the run then goes on in
+        the decided layout, and the units of those regions are its own."""
+        due = self.decisions.due(self.layout, units)
+        if not due:
+            return units
+        for logical in due:
+            recorded = self.decisions.decide(self.layout, logical)
+            self._progress(f"{self.layout.plan.region_task_id(logical)}: adaptive parallelism for this run: "
+                           f"{recorded['reason']}")
+        others = [self.keys[unit] for unit in units if self.layout.shards[unit].logical not in due]
+        self._switch(self.decisions.layout())
+        return sorted({self.index[key] for key in others} | {unit for logical in due
+                                                              for unit in self.layout.units_of_logical(logical)})
+
+    def _switch(self, layout: UnitLayout) -> None:
+        """Go on in `layout`: the strategy carried over, every record of a unit moved to its index there."""
+        old_keys, index = self.keys, {key: unit for unit, key in enumerate(layout.keys)}
+        self.scheduler = carried_over(layout, self.finished, [old_keys[unit] for unit in self.live])
+        runs = {run.name: run for run in self.runs}
+        self.runs = [runs.get(name) or UnitRun(name) for name in layout.names]
+        self.live = {index[old_keys[unit]]: live for unit, live in self.live.items()}
+        self.unit_host = {index[old_keys[u]]: host for u, host in self.unit_host.items() if old_keys[u] in index}
+        self.log_paths = {index[old_keys[u]]: path for u, path in self.log_paths.items() if old_keys[u] in index}
+        self.layout, self.shards, self.keys, self.index = layout, layout.shards, layout.keys, index
+        self.tasks = self._task_builder()
+
     def _submit(self, units: list[int]) -> None:
-        for unit in units:
+        for unit in self._decided(units):
             requests = self.layout.requests(unit, self.layout.width(unit, self.largest_host))
             self.runs[unit].ready = self._now()
-            bulk = Bulk(f"{unit}:{self.runs[unit].attempts}", self.plan.graph.name, self.runs[unit].name, requests)
+            bulk = Bulk(f"{self.keys[unit]}:{self.runs[unit].attempts}", self.plan.graph.name, self.runs[unit].name,
+                        requests)
             chosen = elastic_bulk(self.pool, bulk, self.layout.smaller_requests(unit, self.largest_host))
             if chosen is not bulk:
                 self._progress(f"{self.runs[unit].name}: starts with {chosen.size} of the {bulk.size} slots it asks "
@@ -168,7 +203,7 @@ class LocalRunner:
 
     def _launch(self, grants: list[Grant]) -> None:
         for grant in grants:
-            unit = int(grant.bulk_id.split(":")[0])
+            unit = self.index[grant.bulk_id.rpartition(":")[0]]
             run = self.runs[unit]
             run.attempts += 1
             target = grant_target([slot.host for slot in grant.slots], self.hosts.__getitem__,
@@ -180,7 +215,7 @@ class LocalRunner:
             attempt = self._attempt(unit, target, f"a{run.attempts}-{uuid.uuid4().hex[:6]}")
             self.live[unit] = (grant.bulk_id, attempt)
             self.unit_host[unit] = run.host
-            threading.Thread(target=self._run_attempt, args=(unit, attempt), daemon=True).start()
+            threading.Thread(target=self._run_attempt, args=(self.keys[unit], attempt), daemon=True).start()
             self._progress(f"started {run.name} (attempt {run.attempts}) on {run.host} with {run.slots} slot(s)")
 
     def _start_servers(self) -> SessionServers | None:
@@ -216,16 +251,17 @@ class LocalRunner:
         self.log_paths[unit] = log_path
         assert self.backend is not None, "run() chooses the backend before the first attempt"
         return new_attempt(built.task, os.path.join(self.work_dir, f"{self.keys[unit]}-{attempt_id}.json"), host,
-                           target.slots, self.backend, self.store, on_line=_line_writer(log_path))
+                           target.slots, self.backend, self.store, on_line=line_writer(log_path))
 
-    def _run_attempt(self, unit: int, attempt: Attempt) -> None:
+    def _run_attempt(self, key: str, attempt: Attempt) -> None:
         try:
             outcome: AttemptOutcome | BaseException = attempt.run()
         except BaseException as error:  # noqa: BLE001 - reported to the loop, never lost in a thread
             outcome = error
-        self.events.put((unit, attempt.attempt_id, outcome))
+        self.events.put((key, attempt.attempt_id, outcome))  # by key: a decision may renumber the units
 
-    def _on_result(self, unit: int, attempt_id: str, outcome: AttemptOutcome | BaseException) -> None:
+    def _on_result(self, key: str, attempt_id: str, outcome: AttemptOutcome | BaseException) -> None:
+        unit = self.index.get(key, -1)
         live = self.live.get(unit)
         if live is None or live[1].attempt_id != attempt_id:
             return  # an attempt cancelled for a restart: its slots went back when it was cancelled
@@ -236,6 +272,8 @@ class LocalRunner:
         if isinstance(outcome, BaseException) or outcome.state is not AttemptState.SUCCEEDED:
             self._on_failure(unit, attempt_id, outcome)
             return
+        self.finished.pop(key, None)
+        self.finished[key] = None
         progress = self.scheduler.on_finished(unit)
         self._progress(f"finished {run.name} in {run.seconds:.1f} s")
         self._release(progress.released_groups)
@@ -243,13 +281,15 @@ class LocalRunner:
 
     def _on_failure(self, unit: int, attempt: str, result) -> None:
         run = self.runs[unit]
-        reason = _failure_reason(result)
+        reason = failure_reason(result)
         self.store.discard(self.keys[unit], attempt)
         if run.attempts > self.options.retries:
             raise RunFailed(f"unit {run.name} failed {run.attempts} time(s), the last time with: {reason}; "
                             f"its Spark log is {self.log_paths.get(unit)}")
         self._progress(f"{run.name} failed (attempt {run.attempts}): {reason}; retrying")
         restart = self.scheduler.on_failed(unit)
+        for restarted in restart.restarted:
+            self.finished.pop(self.keys[restarted], None)
         for other in restart.cancel:
             self._cancel(other)
         for restarted in restart.restarted:
@@ -303,55 +343,6 @@ class LocalRunner:
                                   f"{'; running: ' + running if running else ''} | {message}")
 
 
-def run_reference(job_reference: str, plan: Plan, options: RunOptions) -> RunSummary:
-    """The same vertex functions as one plain PySpark program (no regions): one spark-submit, or,
-    given `options.servers`, a client session of the first host's Spark Connect server (benchmarks
-    and tests compare both on the same server)."""
-    run_id = options.run_id or f"reference-{uuid.uuid4().hex[:6]}"
-    work_dir = os.path.join(local_path(options.data_dir), run_id)
-    os.makedirs(work_dir, exist_ok=True)
-    host = next(iter(options.cluster))
-    result_path = os.path.join(work_dir, "reference.json")
-    context, rendered = run_values(plan, options, run_id)
-    task = UnitTask(job=job_reference, mode=plan.mode.value, run_id=run_id, data_dir=options.data_dir,
-                    unit_key="reference", unit_name="reference", regions=[], attempt_id="reference",
-                    host=host.name, reference=True, result_path=result_path, context=context.to_dict(),
-                    rendered=rendered)
-    if options.servers is not None:
-        server = options.servers.server(host.name)
-        return _reference_in_session(plan, task, server.url, default_conf(host.slots, options.job_conf), server.token)
-    py_files = build_py_files(os.path.join(work_dir, "py"), job_modules(job_reference))
-    submission = unit_submission(task, os.path.join(work_dir, "reference-task.json"), host, host.slots,
-                                 options.job_conf, py_files,
-                                 on_line=_line_writer(os.path.join(work_dir, "reference.log")), forward_output=False)
-    started = time.monotonic()
-    result = submission.run()
-    if not result.ok:
-        raise RunFailed(f"the reference run of {plan.graph.name} failed: {_failure_reason(result)}")
-    with open(result_path, encoding="utf-8") as handle:
-        sinks = json.load(handle)["sinks"]
-    return RunSummary(plan.graph.name, plan.mode.value, run_id, time.monotonic() - started,
-                      sinks=sinks, reference=True)
-
-
-def _reference_in_session(plan: Plan, task: UnitTask, url: str, job_conf: dict[str, str],
-                          token: str | None) -> RunSummary:
-    from ..spark.driver.program import run_reference as run_reference_program
-    from ..spark.servers.auth import remote_session
-
-    started = time.monotonic()
-    spark = remote_session(url, token)
-    try:
-        apply_session_conf(spark, job_conf)
-        sinks = run_reference_program(spark, plan, task)["sinks"]
-    except Exception as error:  # noqa: BLE001 - reported like a failed reference submission
-        raise RunFailed(f"the reference run of {plan.graph.name} failed: {error}") from error
-    finally:
-        spark.stop()
-    return RunSummary(plan.graph.name, plan.mode.value, task.run_id, time.monotonic() - started,
-                      sinks=sinks, reference=True)
-
-
 def run_values(plan: Plan, options: RunOptions, run_id: str) -> tuple[RunContext, dict[str, dict[str, Any]]]:
     """The run's context (its DAG id the job's name, its run id the run's, unless given) and its vertices'
     templated fields rendered with it (`core.templates`): a template that fails is refused before Spark starts."""
@@ -371,7 +362,7 @@ def _check_reads(vertex: str, paths: Sequence[str]) -> None:
                             "create it or fix the path in the job")
 
 
-def _line_writer(path: str) -> Callable[[str], None]:
+def line_writer(path: str) -> Callable[[str], None]:
     """Appends driver output lines to `path` (opened per line: submissions are few, lines cheap)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
 
@@ -382,7 +373,7 @@ def _line_writer(path: str) -> Callable[[str], None]:
     return write
 
 
-def _failure_reason(outcome: AttemptOutcome | SubmissionResult | BaseException) -> str:
+def failure_reason(outcome: AttemptOutcome | SubmissionResult | BaseException) -> str:
     if isinstance(outcome, BaseException):
         return f"{type(outcome).__name__}: {outcome}"
     if isinstance(outcome, AttemptOutcome):
@@ -390,4 +381,5 @@ def _failure_reason(outcome: AttemptOutcome | SubmissionResult | BaseException) 
     return result_reason(outcome)
 
 
-__all__ = ["LocalRunner", "RunOptions", "RunSummary", "RunFailed", "UnitRun", "run_reference", "run_values"]
+__all__ = ["LocalRunner", "RunOptions", "RunSummary", "RunFailed", "UnitRun", "failure_reason", "line_writer",
+           "run_values"]
