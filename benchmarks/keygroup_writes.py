@@ -117,7 +117,8 @@ def main() -> None:
         raise SystemExit(f"the reads of the same rows found different rows: {rows}")
     median = {name: statistics.median(values) for name, values in times.items()}
     base, read_base = median["one directory"], median["one key group's directory"]
-    print(json.dumps({"rows": args.rows, "repeats": args.repeats, "key_group_rows": rows["one key group's directory"][0],
+    print(json.dumps({"rows": args.rows, "repeats": args.repeats,
+                      "key_group_rows": rows["one key group's directory"][0],
                       "seconds": {name: round(value, 3) for name, value in median.items()},
                       "write_ratio_to_one_directory": {name: round(median[name] / base, 2) for name in variants},
                       "read_ratio_to_the_key_groups_directory": {name: round(median[name] / read_base, 2)
