@@ -1,11 +1,13 @@
 """What storing a blocking HASH edge by key group costs (`regionflow.core.keygroups`).
 
 The example's orders (2 producer units) hashed by customer to a count per customer whose region is cut into
-shards (``max_shards`` 4, all-blocking): the consumer adaptive ``[1, 8]``, so its input is stored as K = 8 key
-groups per producer unit, against the same consumer fixed at the value the adaptive one is planned at, stored
-as a directory per consumer shard. Same slots, same shards, same subtasks, same rows: only the storage
-differs. The two runs alternate on one shared Spark Connect server (after a warm-up pair); the figures are
-medians and the ratio is taken pair by pair.
+shards (``max_shards`` 4, all-blocking): the consumer adaptive ``[1, 8]``, so its input is stored by key group
+(K = 8: one directory per producer unit, sorted by key group), against the same consumer fixed at the value the
+adaptive one is planned at, stored as a directory per consumer shard. The adaptive consumer has no byte
+target, so the decision `regionflow run` takes for the run (`units.per_run`) is the cluster's slots, the value
+it was planned at: same slots, same shards, same subtasks, same rows: only the storage differs. The two runs
+alternate on one shared Spark Connect server (after a warm-up pair); the figures are medians and the ratio is
+taken pair by pair.
 
 Usage: .venv/bin/python benchmarks/key_groups.py [--orders 2000000] [--slots 2] [--repeats 5]
 """
@@ -64,6 +66,9 @@ def main() -> None:
                 ratios.append(pair["key groups"] / pair["by unit"])
     finally:
         servers.stop()
+    decided = last["key groups"][0].store.decisions()["per_customer"]["values"]
+    if decided != {"per_customer": planned}:  # then the two would not run the same subtasks
+        raise SystemExit(f"the adaptive consumer was decided {decided}, not its planned {planned}")
     sinks = {kind: summary.sinks["per_customer"] for kind, (_, summary) in last.items()}
     result = {
         "orders": args.orders, "slots": args.slots, "max_shards": MAX_SHARDS, "consumer_parallelism": planned,

@@ -1,14 +1,13 @@
 """Where the key groups' write cost goes (issue 50): one producer partition of the example's orders written as
-one directory (what a producer of a consumer fixed at one shard writes: no hash) against 8 key-group
-directories with ``partitionBy`` (what a producer of an adaptive consumer writes), and three Spark settings
-that might make the second cheaper: append instead of overwrite, concurrent output writers instead of the
-planned sort (``spark.sql.maxConcurrentOutputFileWriters``; each open Parquet writer buffers its own row
-group, so it costs memory), and the v2 output committer; and the layout Flink's sort-merge shuffle uses instead
-of a file per subpartition: one file per producer partition, its rows sorted by key group (a ``_rf_kg``
-column), read back one key group at a time through Parquet's filter push-down (row-group statistics and the
-page index skip the other groups' rows). Read side: one key group's rows from its directory against the same
-rows filtered out of the sorted file. Plain PySpark, ``local[2]``, one input partition; medians after a
-warm-up round.
+one directory (what a producer of a consumer fixed at one shard writes: no hash) against the key-grouped
+layouts: 8 key-group directories with ``partitionBy`` (Flink's hash shuffle: a file per subpartition), with
+three Spark settings that might make it cheaper (append instead of overwrite, concurrent output writers instead
+of the planned sort, ``spark.sql.maxConcurrentOutputFileWriters``, and the v2 output committer); one file
+whose rows carry their key group (a ``_rf_kg`` column), unsorted; and the same file sorted by key group
+(Flink's sort-merge shuffle, what regionflow writes: `spark.driver.exchange`). Read side: one key group's rows
+from its own directory, out of the sorted file (Parquet's statistics and page index skip the other groups'
+pages) and out of the unsorted one (every row scanned), and every row of the sorted file against every row of
+one directory. Plain PySpark, ``local[2]``, one input partition; medians after a warm-up round.
 
 Usage: .venv/bin/python benchmarks/keygroup_writes.py [--rows 2000000] [--repeats 5]
 """
