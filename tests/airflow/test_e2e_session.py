@@ -154,7 +154,8 @@ def test_an_adaptive_region_of_several_shards_is_decided_per_run_and_its_shards_
     """`per_customer` [1, 8], 64 KiB per subtask, cut into shards: its decision task decides from the bytes
     `orders` wrote, and Airflow maps its shards over the decision: 2 task instances for 8,000 orders, 6 for
     70,000, and the sink has the reference's counts per customer both times; `regionflow status` and the UI's
-    plan of each run show the decided value beside the declared range."""
+    plan of each run show the decided value beside the declared range. In the 70,000 run, mapped shard 1 fails
+    its first try on purpose: its retry reads the same key groups (else the counts would not hold)."""
     stack.wait_for_dag("adaptive_per_run")
     stack.unpause("adaptive_per_run")
     runs = {orders: stack.trigger("adaptive_per_run", conf={"orders": orders}) for orders in (8000, 70000)}
@@ -168,6 +169,11 @@ def test_an_adaptive_region_of_several_shards_is_decided_per_run_and_its_shards_
         shards = sorted(ti["map_index"] for ti in stack.task_instances("adaptive_per_run", run_id)
                         if ti["task_id"] == "per_customer")
         assert shards == list(range(decision["shards"])), (orders, decision)
+        tries = {ti["map_index"]: ti["try_number"] for ti in stack.task_instances("adaptive_per_run", run_id)
+                 if ti["task_id"] == "per_customer"}
+        assert tries == {i: 2 if (orders == 70000 and i == 1) else 1 for i in shards}, (orders, tries)
+        if orders == 70000:
+            assert "fails its first try on purpose" in stack.task_log("adaptive_per_run", run_id, "per_customer", 1, 1)
         assert decision["values"] == {"per_customer": decision["shards"]}, decision
         decided[orders] = (decision["shards"], decision["input_bytes"])
         log = stack.task_log("adaptive_per_run", run_id, "per_customer__decide", 1)

@@ -33,6 +33,8 @@ class RunDecisions:
 
     def due(self, layout: UnitLayout, units: Iterable[int]) -> list[int]:
         """The logical regions still to be decided that have one of `units` (units of `layout`)."""
+        if not self.pending:  # most plans: nothing is decided per run
+            return []
         return sorted({layout.shards[unit].logical for unit in units} & self.pending)
 
     def decide(self, layout: UnitLayout, logical: int) -> dict[str, Any]:

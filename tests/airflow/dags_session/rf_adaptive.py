@@ -2,7 +2,7 @@
 blocking, to `per_customer`, declared [1, 8] with 1 GiB per subtask. The DAG is planned for the cluster's 4
 slots (per_customer=4); when its region task is granted, it reads a few KB and runs as one subtask.
 elastic_at_grant and adaptive_per_run: below."""
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG
@@ -56,13 +56,25 @@ def orders_of_run(spark, inputs, ctx):
         (order_id * 17 % 1000 + 99).alias("unit_price_cents"))
 
 
+FAILING_ORDERS = 70000  # the run whose mapped shard 1 fails its first try
+
+
+def count_failing_once(spark, inputs, ctx):
+    """The example's count per customer; in a run of FAILING_ORDERS orders, mapped shard 1 fails its first try,
+    so that its retry, a new try of the same map index, must read the same key groups for the counts to hold."""
+    if int(ctx.params["orders"]) == FAILING_ORDERS and ctx.map_index == 1 and ctx.try_number == 1:
+        raise RuntimeError("shard 1 fails its first try on purpose")
+    return job.count_per_customer(spark, inputs, ctx)
+
+
 # adaptive_per_run: per_customer, declared [1, 8] with 64 KiB per subtask, is cut into shards (max_shards 8), so
 # its parallelism is decided per run by its decision task, from the bytes `orders` wrote (by key group), and its
 # shards are mapped over the decision: 2 for the default 8,000 orders (about 84 KB), 6 for 70,000 (about 360 KB).
 with DAG("adaptive_per_run", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
-         params={"orders": 8000}) as adaptive_per_run:
+         params={"orders": 8000}, default_args={"retries": 1, "retry_delay": timedelta(seconds=1)}) \
+        as adaptive_per_run:
     run_orders = SparkVertexOperator(task_id="orders", parallelism=2, fn=orders_of_run)
-    run_per_customer = SparkVertexOperator(task_id="per_customer", parallelism=(1, 8), fn=job.count_per_customer,
+    run_per_customer = SparkVertexOperator(task_id="per_customer", parallelism=(1, 8), fn=count_failing_once,
                                            target_bytes_per_subtask=64 << 10,
                                            sink="e2e/adaptive_per_run/orders={{ params.orders }}")
     run_orders >> hash_by("customer_id") >> run_per_customer
