@@ -48,10 +48,6 @@ export type RunAttempts = {
   dag_id: string; run_id: string; run_state: string | null; active: boolean;
   tasks: Record<string, { metrics: Record<string, number>; attempts: Attempt[]; copies: Copy[] }>;
   blocklist: { host: string; expires_in_s: number; reason: string }[];
-  decisions: Record<string, {
-    vertices: Record<string, { range: [number, number]; decided: number }>; shards: number;
-    input_bytes: number | null; reason: string; decided_at: number;
-  }>;
 };
 
 export type PlanVertex = {

@@ -8,7 +8,6 @@ decided value. The copy follows the same rule: the first row of a (DAG, run, reg
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -52,9 +51,8 @@ class DecisionLedger(LedgerBase):
 
 
 def _decision_record(row: DecisionRow) -> DecisionRecord:
-    ranges: Mapping[str, Any] = row.ranges or {}
     return DecisionRecord(dag_id=row.dag_id, run_id=row.run_id, task_id=row.task_id, decided=dict(row.decided),
-                          ranges={k: (int(v[0]), int(v[1])) for k, v in ranges.items()}, shards=row.shards,
+                          ranges={k: (int(lo), int(hi)) for k, (lo, hi) in row.ranges.items()}, shards=row.shards,
                           reason=row.reason, input_bytes=row.input_bytes, decided_at=row.decided_at)
 
 

@@ -63,7 +63,7 @@ def plan_view(reference: Mapping[str, Any], dag_id: str, mode: str | ExchangeMod
                  for logical in plan.region_set.logical for v in logical.vertices}
     states = _task_states(task_instances) if run_id and not preview else {}
     slots = slots or {}
-    decided_now = dict(decisions or {}) if run_id and not preview else {}
+    decided_now = (decisions or {}) if run_id and not preview else {}
     decided_values = {name: value for d in decided_now.values() for name, value in d.decided.items()}
     regions = []
     for logical, column in zip(plan.region_set.logical, _columns(plan, region_of), strict=False):

@@ -138,7 +138,7 @@ def run_view(store: RegionflowStore | None, dag_id: str, run_id: str, task_id: s
 def decision_view(decision: DecisionRecord) -> dict[str, Any]:
     """A region's decision in a DAG run as the views show it: per adaptive vertex its declared range and the
     value decided for the run; the shard count, the bytes read and why."""
-    return {"vertices": {name: {"range": list(decision.ranges.get(name, (value, value))), "decided": value}
+    return {"vertices": {name: {"range": list(decision.ranges[name]), "decided": value}
                          for name, value in sorted(decision.decided.items())},
             "shards": decision.shards, "input_bytes": decision.input_bytes, "reason": decision.reason,
             "decided_at": decision.decided_at}

@@ -24,16 +24,25 @@ def decide_region(source: JobSource, run_id: str, mode: str, logical: int, max_s
     decisions = partitions.decisions()
     recorded = decisions.get(region_task_id)
     if recorded is not None:
-        recorded = {**recorded, "reason": f"decided earlier in this run: {recorded.get('reason', '')}"}
+        recorded = {**recorded, "reason": f"decided earlier in this run: {recorded['reason']}"}
     else:
         layout = UnitLayout.for_run(source.graph, mode, max_shards, decided_values(decisions))
-        decision = for_run(layout.plan, logical, max_shards, config.cluster.total_slots, config.largest_host_slots,
-                           layout.region_input_bytes(logical, partitions))
-        recorded = partitions.record_decision(region_task_id, decision.to_dict())
-    store.record_decision(source.dag_id, run_id, region_task_id, recorded["values"],
-                          {name: (int(lo), int(hi)) for name, (lo, hi) in recorded.get("ranges", {}).items()},
-                          int(recorded["shards"]), str(recorded.get("reason", "")), recorded.get("input_bytes"))
+        recorded = decide_and_record(layout, logical, partitions, config.cluster.total_slots,
+                                     config.largest_host_slots)
+    store.record_decision(source.dag_id, run_id, region_task_id, recorded["values"], recorded["ranges"],
+                          recorded["shards"], recorded["reason"], recorded["input_bytes"])
     return recorded
 
 
-__all__ = ["decide_region"]
+def decide_and_record(layout: UnitLayout, logical: int, partitions: PartitionStore, cluster_slots: int,
+                      host_slots: int) -> dict[str, Any]:
+    """Decide logical region `logical` of the run laid out as `layout` from the bytes its producers committed
+    (`core.run_decision.for_run`) and record it in the run's partition store under its region task id; returns
+    the recorded decision (the first one, if another process was first). The decision task and ``regionflow
+    run`` (`units.per_run`) both decide this way."""
+    decision = for_run(layout.plan, logical, layout.max_shards, cluster_slots, host_slots,
+                       layout.region_input_bytes(logical, partitions))
+    return partitions.record_decision(layout.plan.region_task_id(logical), decision.to_dict())
+
+
+__all__ = ["decide_and_record", "decide_region"]

@@ -126,9 +126,9 @@ class UnitLayout:
             paths = [dataset] if values is None else [f"{dataset}/{UNIT_COLUMN}={value}" for value in values]
             size = sum(store.fs.size(path) for path in paths)
             if key_groups is not None:
-                span = self._span(unit, exec_edge.dst)
-                groups = key_groups_read(span, topology.parallelism[exec_edge.dst], key_groups)
-                size = share_of_bytes(size, groups, key_groups) if groups is not None else size
+                groups = key_groups_read(self._span(unit, exec_edge.dst), topology.parallelism[exec_edge.dst],
+                                         key_groups)
+                size = share_of_bytes(size, groups, key_groups)
             total += size
         return total
 

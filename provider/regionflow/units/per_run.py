@@ -5,8 +5,9 @@ goes on in the decided layout.
 
 A decision renames no unit outside its region (`core.adaptive.units_moved`), so the units of the two layouts
 are matched by key. The strategy of the decided layout is brought to the state the run reached by replaying
-its finishes in the order they happened and its running units (`carried_over`): every unit that finished was
-ready when it started, so its producers are replayed before it. The rules stay the strategy's own.
+its finished units in schedule order and then its running ones (`carried_over`): schedule order puts a unit's
+producers before it, and a unit that finished had its producers finished, so each replayed finish finds its
+unit ready. The rules stay the strategy's own.
 """
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.plan import Plan
-from ..core.run_decision import for_run, run_time_blocker
+from ..core.run_decision import run_time_blocker
 from ..scheduling.strategy import RegionScheduler
 from ..spark.data.store import PartitionStore
+from .decisions import decide_and_record
 from .layout import UnitLayout
 
 
@@ -39,9 +41,7 @@ class RunDecisions:
 
     def decide(self, layout: UnitLayout, logical: int) -> dict[str, Any]:
         """Decide logical region `logical` from what its producers committed; returns the recorded decision."""
-        decision = for_run(layout.plan, logical, self.max_shards, self.cluster_slots, self.host_slots,
-                           layout.region_input_bytes(logical, self.store))
-        recorded = self.store.record_decision(layout.plan.region_task_id(logical), decision.to_dict())
+        recorded = decide_and_record(layout, logical, self.store, self.cluster_slots, self.host_slots)
         self.pending.discard(logical)
         self.values.update(recorded["values"])
         return recorded
@@ -52,8 +52,9 @@ class RunDecisions:
 
 
 def carried_over(layout: UnitLayout, finished: Iterable[str], running: Iterable[str]) -> RegionScheduler:
-    """The strategy over `layout`'s units in the state a run reached: the units keyed `finished` (in the order
-    they finished) finished, those keyed `running` running, every other one waiting or ready as that gives."""
+    """The strategy over `layout`'s units in the state a run reached: the units keyed `finished` (producers
+    before their consumers: schedule order, or the order they finished in) finished, those keyed `running`
+    running, every other one waiting or ready as that gives."""
     index = {key: unit for unit, key in enumerate(layout.keys)}
     scheduler = layout.scheduler()
     scheduler.start()

@@ -30,6 +30,7 @@ from ..scheduling.errors import SchedulingError
 from ..scheduling.fit import misfits
 from ..scheduling.hosts import Cluster
 from ..scheduling.pool import Bulk, Grant, SlotPool
+from ..scheduling.strategy import UnitState
 from ..spark.data.descriptors import DescriptorCache
 from ..spark.data.filesystems import local_path
 from ..spark.data.sinks import SinkCommitter
@@ -92,7 +93,6 @@ class LocalRunner:
         self.scheduler = self.layout.scheduler()
         self.keys = self.layout.keys
         self.index = {key: unit for unit, key in enumerate(self.keys)}
-        self.finished: dict[str, None] = {}  # keys of the finished units, in the order they (last) finished
         self.runs = [UnitRun(name) for name in self.layout.names]
         self.largest_host = max(host.slots for host in options.cluster)
         self.hosts = {host.name: host for host in options.cluster}
@@ -180,7 +180,8 @@ class LocalRunner:
     def _switch(self, layout: UnitLayout) -> None:
         """Go on in `layout`: the strategy carried over, every record of a unit moved to its index there."""
         old_keys, index = self.keys, {key: unit for unit, key in enumerate(layout.keys)}
-        self.scheduler = carried_over(layout, self.finished, [old_keys[unit] for unit in self.live])
+        finished = [old_keys[unit] for unit, state in enumerate(self.scheduler.state) if state is UnitState.FINISHED]
+        self.scheduler = carried_over(layout, finished, [old_keys[unit] for unit in self.live])
         runs = {run.name: run for run in self.runs}
         self.runs = [runs.get(name) or UnitRun(name) for name in layout.names]
         self.live = {index[old_keys[unit]]: live for unit, live in self.live.items()}
@@ -272,8 +273,6 @@ class LocalRunner:
         if isinstance(outcome, BaseException) or outcome.state is not AttemptState.SUCCEEDED:
             self._on_failure(unit, attempt_id, outcome)
             return
-        self.finished.pop(key, None)
-        self.finished[key] = None
         progress = self.scheduler.on_finished(unit)
         self._progress(f"finished {run.name} in {run.seconds:.1f} s")
         self._release(progress.released_groups)
@@ -288,8 +287,6 @@ class LocalRunner:
                             f"its Spark log is {self.log_paths.get(unit)}")
         self._progress(f"{run.name} failed (attempt {run.attempts}): {reason}; retrying")
         restart = self.scheduler.on_failed(unit)
-        for restarted in restart.restarted:
-            self.finished.pop(self.keys[restarted], None)
         for other in restart.cancel:
             self._cancel(other)
         for restarted in restart.restarted:

@@ -235,8 +235,7 @@ class UnitComputer:
                      .parquet(dataset))
             if read is not None:  # these directories only: partition pruning
                 frame = frame.where(frame[UNIT_COLUMN].between(read.start, read.stop - 1))
-                if groups is not None and len(groups) < (key_groups or 0):  # some key groups: the rows are
-                    # sorted by key group, so the page index skips the others (all of them: nothing to filter)
+                if groups is not None:  # sorted by key group: the page index skips the others' pages
                     frame = frame.where(frame[BUCKET_COLUMN].between(groups.start, groups.stop - 1))
                 elif several_spans:
                     frame = only_buckets(frame, consumers)

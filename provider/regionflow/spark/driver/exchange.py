@@ -148,16 +148,20 @@ def directories_read(exec_edge: ExecutionEdge, shard: int, key_groups: int | Non
 
 def key_groups_read(consumers: Span, parallelism: int, key_groups: int | None) -> range | None:
     """The key groups (bucket column values) subtasks `consumers` of `parallelism` read on an edge of
-    `key_groups` key groups; None on an edge that is not key-grouped."""
+    `key_groups` key groups; None when they read every row: an edge that is not key-grouped, or a span that
+    reads every key group (parallelism 1), which then filters nothing and reads no bucket column."""
     if key_groups is None:
         return None
-    return key_group_range(consumers.first, consumers.end, parallelism, key_groups)
+    groups = key_group_range(consumers.first, consumers.end, parallelism, key_groups)
+    return None if len(groups) == key_groups else groups
 
 
-def share_of_bytes(size: int, groups: range, key_groups: int) -> int:
-    """The bytes of a key-grouped dataset of `size` bytes counted for reading `groups` of its `key_groups`:
-    its share by key groups (the file does not say where each group's pages are); the shares of a partition of
-    the key groups add up to `size` exactly."""
+def share_of_bytes(size: int, groups: range | None, key_groups: int) -> int:
+    """The bytes of a key-grouped dataset of `size` bytes counted for reading `groups` of its `key_groups`
+    (None: every one): its share by key groups (the file does not say where each group's pages are); the
+    shares of a partition of the key groups add up to `size` exactly."""
+    if groups is None:
+        return size
     return size * groups.stop // key_groups - size * groups.start // key_groups
 
 
