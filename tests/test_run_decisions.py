@@ -43,11 +43,11 @@ def source() -> JobSource:
     return JobSource(decided_plan(graph.validate(), 2, "all-blocking").graph, "/dags/per_run.py", "per_run")
 
 
-def commit_producers(config, written: int) -> tuple[PartitionStore, int]:
+def commit_producers(config, written: int, run: str = RUN) -> tuple[PartitionStore, int]:
     """The scan units' committed partitions of the edge into agg, as a key-grouped edge stores them: one
     directory per producer unit (its rows sorted by key group), `written` bytes in all, unit u's file
     `u * 8` bytes longer than unit 0's; returns the store and the bytes written (`written`, less a rounding)."""
-    partitions = PartitionStore(config.data_dir, run_key_for("per_run", RUN))
+    partitions = PartitionStore(config.data_dir, run_key_for("per_run", run))
     layout = UnitLayout(decided_plan(source().graph, 2, "all-blocking"), 8)
     edge = next(e.index for e in layout.plan.topology.edges)
     producers = layout.units_of_logical(0)
@@ -106,6 +106,24 @@ def test_every_try_of_a_shard_opens_the_decided_layout_and_reads_the_same_key_gr
     assert reads[0] == reads[1] == sum(size * 6 // 8 - size * 4 // 8 for size in sizes)
     with pytest.raises(Exception, match="no shard 6"):
         OpenedUnit(source(), RUN, "all-blocking", 1, 8, 6, config)
+
+
+def test_producers_write_their_key_groups_unsorted_after_the_region_was_last_decided_as_one_shard(config, store):
+    """The sort by key group only pays when the consumer runs as several shards: the producers of a run follow
+    the region's last decision (`spark.data.history`), sorted before any and after one of several shards."""
+    def unsorted(run: str) -> list[int]:
+        return OpenedUnit(source(), run, "all-blocking", 0, 8, 0, config).unit_task(slots=1).task.unsorted_key_groups
+
+    [edge] = UnitLayout(decided_plan(source().graph, 2, "all-blocking"), 8).key_groups
+    assert unsorted("manual__1") == []  # no run decided yet: sorted
+    commit_producers(config, 40 * KIB, "manual__1")
+    assert decide_region(source(), "manual__1", "all-blocking", 1, 8, "agg", config, store)["shards"] == 1
+    assert unsorted("manual__2") == [edge]
+    commit_producers(config, 360 * KIB, "manual__2")  # the input grew: its consumer filters the unsorted files
+    assert decide_region(source(), "manual__2", "all-blocking", 1, 8, "agg", config, store)["shards"] == 6
+    assert unsorted("manual__3") == []
+    decide_region(source(), "manual__1", "all-blocking", 1, 8, "agg", config, store)  # a cleared decision task:
+    assert unsorted("manual__3") == []  # the run's first decision stands, and the history is not rewound
 
 
 def test_without_a_decision_a_shard_opens_the_parse_time_layout(config):

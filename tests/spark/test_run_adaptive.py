@@ -3,7 +3,8 @@ a [1, 8] vertex with ``target_bytes_per_subtask`` planned at 4 (the cluster's sl
 unit sees the few KB it reads, with the same rows as the plain reference; and an adaptive
 region whose full request would wait starts at once with fewer slots (an elastic request). Cut into shards,
 the vertex is decided for the run once its producers have committed, and they wrote key groups (one directory
-per producer unit, sorted by key group) that any value would read once."""
+per producer unit, sorted by key group unless the job's last run was decided as one shard) that any value would
+read once."""
 import glob
 import os
 
@@ -14,6 +15,8 @@ from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
 from regionflow.examples.orders import ORDER_COUNT
 from regionflow.scheduling.hosts import Cluster
+from regionflow.spark.data.filesystems import LocalFileSystem
+from regionflow.spark.data.history import DecisionHistory
 from regionflow.units.layout import UnitLayout
 from regionflow.units.runner import LocalRunner, RunOptions
 
@@ -39,6 +42,20 @@ def run(tmp_path, shared_servers, max_shards, job=JOB, runners=None):
     return lines, committed.manifest, sink, parts
 
 
+def key_groups_per_file(runner: LocalRunner, edge: int) -> list[list[int]]:
+    """The key group of each row of each file the producers (orders) wrote on key-grouped `edge`, in file order."""
+    paths = [path for unit in runner.layout.units_of_logical(0)
+             for path in sorted(glob.glob(os.path.join(runner.store.partition_path(runner.keys[unit], edge),
+                                                       "_rf_unit=0", "*.parquet")))]
+    assert paths
+    return [pyarrow.parquet.read_table(path, columns=["_rf_bucket"]).column("_rf_bucket").to_pylist()
+            for path in paths]
+
+
+def history(data_dir, job: str) -> DecisionHistory:
+    return DecisionHistory(str(data_dir), job, LocalFileSystem())
+
+
 def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_result(shared_servers, tmp_path):
     lines, manifest, sink, parts = run(tmp_path / "one-shard", shared_servers, 1)
     assert manifest["parallelism"] == {"per_customer": 1}
@@ -58,14 +75,20 @@ def test_the_bytes_read_decide_the_value_when_the_unit_starts_with_the_same_resu
     [runner] = runners
     assert [u.name for u in runner.runs] == ["orders[0]", "orders[1]", "per_customer[0]"], runner.runs
     assert runner.store.decisions()["per_customer"]["shards"] == 1
+    # the first run of the job: its producers sorted their key groups; the next run's will not
+    [edge] = runner.layout.key_groups
+    assert all(groups == sorted(groups) for groups in key_groups_per_file(runner, edge))
+    assert history(tmp_path / "four-shards", "adaptive_bytes").last_shards("per_customer") == 1
 
 
 def test_a_region_decided_for_the_run_reads_the_key_groups_of_its_shards_with_the_same_result(
         shared_servers, tmp_path):
     """1 KiB per subtask: decided 8 for the run, 4 shards of 2 subtasks. orders wrote its rows in K = 8 key
-    groups (the declared max), one directory per producer unit sorted by key group; each shard reads the range
-    of its subtasks, and the rows are the reference's."""
+    groups (the declared max), one directory per producer unit; the job's last run was decided as one shard,
+    so they are not sorted by key group (`spark.data.history`): each shard reads the range of its subtasks out
+    of every file, and the rows are the reference's."""
     _, _, reference, _ = run(tmp_path / "one-shard", shared_servers, 1)
+    history(tmp_path / "decided", "adaptive_small_target").remember("per_customer", 1, "an-earlier-run")
     runners: list[LocalRunner] = []
     lines, manifest, sink, parts = run(tmp_path / "decided", shared_servers, 4, job=SMALL_TARGET_JOB, runners=runners)
     assert any("adaptive parallelism for this run" in line and "4 shard(s)" in line for line in lines), lines
@@ -82,12 +105,10 @@ def test_a_region_decided_for_the_run_reads_the_key_groups_of_its_shards_with_th
         dataset = runner.store.partition_path(producer, edge)
         assert sorted(n for n in os.listdir(dataset) if n.startswith("_rf_unit=")) == ["_rf_unit=0"]
         written += runner.store.fs.size(f"{dataset}/_rf_unit=0")
-        seen: set[int] = set()
-        for path in glob.glob(os.path.join(dataset, "_rf_unit=0", "*.parquet")):
-            groups = pyarrow.parquet.read_table(path, columns=["_rf_bucket"]).column("_rf_bucket").to_pylist()
-            assert groups == sorted(groups), path  # each file sorted by key group
-            seen |= set(groups)
-        assert seen == set(range(8))  # 500 customers fill every key group
+    files = key_groups_per_file(runner, edge)
+    assert all(set(groups) == set(range(8)) for groups in files)  # 500 customers fill every key group
+    assert all(groups != sorted(groups) for groups in files)  # in the rows' own order
+    assert history(tmp_path / "decided", "adaptive_small_target").last_shards("per_customer") == 4  # next: sorted
 
     # any value in [1, 8] the consumer were given would read those files, each byte counted once
     for value in range(1, 9):

@@ -9,7 +9,8 @@ logical region is cut into several shards) cannot be served that way. Flink's an
 subtask ``i`` of ``p`` reads the contiguous key groups ``[ceil(i K / p), ceil((i + 1) K / p))``, and a run
 of consecutive subtasks (a unit) reads the union, again contiguous. Every parallelism from 1 to K then reads
 the same files, each key group whole, so the rows of one key still meet in one subtask. How the groups are
-stored (one directory per producer unit, sorted by key group) is the driver's (`spark.driver.exchange`).
+stored (one directory per producer unit, sorted by key group unless the consumer's region was last decided as
+one shard) is the driver's (`spark.driver.exchange`, `spark.data.history`).
 
 An edge is key-grouped when it is a blocking HASH or REBALANCE edge between two logical regions into an
 adaptive vertex whose logical region runs as several shards with its adaptive vertices at their declared max

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..config import RegionflowConfig
 from ..core.run_decision import for_run
+from ..spark.data.history import DecisionHistory
 from ..spark.data.store import PartitionStore, decided_values, run_key_for
 from ..store import RegionflowStore
 from .dags import JobSource
@@ -38,11 +39,16 @@ def decide_and_record(layout: UnitLayout, logical: int, partitions: PartitionSto
                       host_slots: int) -> dict[str, Any]:
     """Decide logical region `logical` of the run laid out as `layout` from the bytes its producers committed
     (`core.run_decision.for_run`) and record it in the run's partition store under its region task id; returns
-    the recorded decision (the first one, if another process was first). The decision task and ``regionflow
-    run`` (`units.per_run`) both decide this way."""
+    the recorded decision (the first one, if another process was first), also as the region's last decision
+    (`spark.data.history`: the next run's producers choose their layout by it). The decision task and
+    ``regionflow run`` (`units.per_run`) both decide this way."""
     decision = for_run(layout.plan, logical, layout.max_shards, cluster_slots, host_slots,
                        layout.region_input_bytes(logical, partitions))
-    return partitions.record_decision(layout.plan.region_task_id(logical), decision.to_dict())
+    region = layout.plan.region_task_id(logical)
+    recorded = partitions.record_decision(region, decision.to_dict())
+    DecisionHistory(partitions.data_dir, layout.plan.graph.name, partitions.fs).remember(
+        region, recorded["shards"], partitions.run_id)
+    return recorded
 
 
 __all__ = ["decide_and_record", "decide_region"]

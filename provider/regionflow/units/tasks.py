@@ -11,6 +11,7 @@ import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, cast
 
 from ..core.adaptive import GrantDecision, decided
@@ -21,6 +22,7 @@ from ..core.templates import Rendered
 from ..localfiles import write_json_atomically
 from ..spark.data.descriptors import DescriptorCache, PartitionLocation
 from ..spark.data.filesystems import local_path
+from ..spark.data.history import DecisionHistory
 from ..spark.data.store import PartitionStore, safe_component
 from ..spark.data.task import UnitTask
 from .layout import UnitLayout
@@ -70,8 +72,22 @@ class UnitTaskBuilder:
                         inputs=self._input_refs(granted, at), slots=slots, max_shards=granted.max_shards,
                         slot_request=granted.slot_request(at, width), parallelism=decided(granted.plan.graph),
                         subtasks=granted.plan.topology.subtask_count, input_bytes=input_bytes,
-                        excluded_nodes=list(excluded_nodes), context=context.to_dict(), rendered=dict(rendered))
+                        excluded_nodes=list(excluded_nodes), context=context.to_dict(), rendered=dict(rendered),
+                        unsorted_key_groups=self.unsorted_key_groups)
         return BuiltTask(task, decision)
+
+    @cached_property
+    def unsorted_key_groups(self) -> list[int]:
+        """The key-grouped edges whose consumer's region was last decided as one shard: their producers write
+        the key groups unsorted (`spark.data.history`); read once per builder."""
+        layout = self.layout
+        if not layout.key_groups:
+            return []
+        plan = layout.plan
+        history = DecisionHistory(self.partitions.data_dir, plan.graph.name, self.partitions.fs)
+        logical_of = {v: logical.index for logical in plan.region_set.logical for v in logical.vertices}
+        return sorted(edge for edge in layout.key_groups
+                      if history.last_shards(plan.region_task_id(logical_of[plan.topology.edges[edge].dst])) == 1)
 
     def _input_refs(self, layout: UnitLayout, unit: int) -> dict[str, dict[str, Any]]:
         own = layout is self.layout

@@ -12,7 +12,8 @@ Layout of one run::
         e{edge}/_rf_unit={u}/part-*.parquet  a blocking edge: one Parquet dataset per unit, a directory
                                              per consumer unit (its shard index in its logical region;
                                              on a key-grouped edge, `core.keygroups`, one directory,
-                                             its rows sorted by key group), at most one file per core
+                                             its rows sorted by key group unless the region was
+                                             last decided as one shard), at most one file per core
                                              in each
         _sink/{vertex}/_rf_subtask={s}/part-*.parquet   staged sink output: one file per core, numbered by
                                              the unit's subtasks (at most one file per subtask)
@@ -21,6 +22,8 @@ Layout of one run::
                                              manifest records every file's size: `integrity`)
       _decisions/{region}.json               the run's decision for an adaptive region cut into shards
                                              (`core.run_decision`): first one wins, every task reads it
+    {data_dir}/_history/{job}/{region}.json  the shard count of that region's last decision, across runs
+                                             (`spark.data.history`)
 
 Atomicity: an attempt writes everything, then the manifest, then ``_SUCCESS``, then renames its whole
 directory to ``units/{unit_key}`` in one step. Readers only resolve paths under ``units/``, so they see

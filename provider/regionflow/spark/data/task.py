@@ -61,6 +61,9 @@ class UnitTask:
     context: dict[str, Any] = field(default_factory=dict)
     # the vertices' templated fields as rendered for the run ({vertex: {"sink": path, "reads": [...]}})
     rendered: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # key-grouped edges whose key groups this unit writes unsorted: their consumer's region was last decided as
+    # one shard (`spark.data.history`); the others' files are sorted by key group
+    unsorted_key_groups: list[int] = field(default_factory=list)
 
     def write(self, path: str) -> str:
         return write_json_atomically(path, asdict(self))

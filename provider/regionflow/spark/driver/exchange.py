@@ -27,6 +27,8 @@ order) rather than of a file per key group: both cost about 2x one plain directo
 what both pay (`benchmarks/keygroup_writes.py`), but the sorted file is one file per core instead of K, a
 consumer reading one key group out of it reads less than from that group's own directory (0.86x), and one
 reading every key group, as one decided at parallelism 1 does, reads it like any single directory.
+A consumer decided as one shard needs no sort at all: the producers of a region whose last run was decided so
+write their key groups unsorted (`spark.data.history`: the sort is ~0.4 s per 2M rows here).
 """
 from __future__ import annotations
 
