@@ -2,6 +2,9 @@
 once, a unit's range is the union of its subtasks', and which edges are key-grouped depends on the declared
 ranges only, never on a decided value. Pure: the Spark run is in tests/spark/test_run_adaptive.py."""
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from random_graphs import SETTINGS, F, random_jobs
 
 from regionflow.core.adaptive import apply, decided_plan
 from regionflow.core.graph import JobGraph
@@ -104,3 +107,26 @@ def test_the_plan_document_shows_k_on_the_adaptive_vertex_whose_inputs_are_key_g
         "declared": [1, 8], "decided": 4, "at_grant": "the region runs as several shards, each with its own grant",
         "key_groups": 8, "per_run": True}
     assert "key_groups" not in plan_document(plan, max_shards=1)["adaptive_parallelism"]["agg"]
+
+
+@SETTINGS
+@given(random_jobs(), st.data())
+def test_one_plan_at_max_gives_each_logical_region_the_count_of_its_own_vertices_at_max(job, data):
+    """`Plan.regions_at_max` sets every adaptive vertex to its max in one plan: a logical region's count is the
+    one it has with only its own vertices at their max (what `several_shards_at_max` used to build a plan for)."""
+    graph, mode = job
+    forward = {name for edge in graph.edges for name in (edge.src, edge.dst) if edge.distribution is F}
+    ranged = JobGraph("ranged")
+    for name, vertex in graph.vertices.items():
+        top = data.draw(st.integers(vertex.parallelism, 8)) if name not in forward else None
+        ranged.add_vertex(name, (1, top) if top and top > 1 else vertex.parallelism)
+    for edge in graph.edges:
+        ranged.connect(edge.src, edge.dst, edge.distribution, edge.exchange, edge.keys)
+    plan = decided_plan(ranged.validate(), data.draw(st.integers(1, 8)), mode)
+    names = plan.topology.vertex_names
+    for logical in plan.region_set.logical:
+        members = [names[v] for v in logical.vertices]
+        tops = {n: span[1] for n in members if (span := plan.graph.vertices[n].parallelism_range)}
+        alone = Plan(apply(plan.graph, tops), plan.mode)
+        own = next(len(o.regions) for o in alone.region_set.logical if o.vertices == logical.vertices)
+        assert plan.regions_at_max[frozenset(logical.vertices)] == own

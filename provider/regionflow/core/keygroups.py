@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .adaptive import apply
 from .graph import Distribution
 
 if TYPE_CHECKING:
@@ -74,17 +73,9 @@ def key_groups_of(edge: Edge, consumer: Vertex) -> int | None:
 
 def several_shards_at_max(plan: Plan, logical: int, max_shards: int | None) -> bool:
     """Whether logical region `logical` runs as more than one shard with its adaptive vertices at their max."""
-    from .plan import Plan  # the plan module imports the adaptive one, which this one imports
-
     if max_shards == 1:
         return False
-    names = plan.topology.vertex_names
-    members = [names[v] for v in plan.region_set.logical[logical].vertices]
-    tops = {name: span[1] for name in members if (span := plan.graph.vertices[name].parallelism_range)}
-    at_max = plan if all(plan.graph.vertices[n].parallelism == top for n, top in tops.items()) else \
-        Plan(apply(plan.graph, tops), plan.mode)
-    wanted = plan.region_set.logical[logical].vertices
-    regions = next(len(other.regions) for other in at_max.region_set.logical if other.vertices == wanted)
+    regions = plan.regions_at_max[frozenset(plan.region_set.logical[logical].vertices)]
     return (regions if max_shards is None else min(regions, max_shards)) > 1
 
 

@@ -84,6 +84,18 @@ class Plan:
     def regions(self) -> list[Region]:
         return self.region_set.regions
 
+    @cached_property
+    def regions_at_max(self) -> dict[frozenset[int], int]:
+        """``{logical region's vertices: its region count}`` with every adaptive vertex at its declared max
+        (`core.keygroups`: which regions may run as several shards). One plan for all of them: a logical
+        region's regions follow from its own vertices' parallelism alone (edges between logical regions are
+        blocking), so setting the others' does not change its count."""
+        tops = {name: span[1] for name, vertex in self.graph.vertices.items() if (span := vertex.parallelism_range)}
+        graph = self.graph
+        at_max = self if all(graph.vertices[n].parallelism == top for n, top in tops.items()) else \
+            Plan(apply(graph, tops), self.mode)
+        return {frozenset(logical.vertices): len(logical.regions) for logical in at_max.region_set.logical}
+
     # ---- names ------------------------------------------------------------------------------------
 
     def logical_region_name(self, logical: int) -> str:
