@@ -4,8 +4,8 @@ A producer of a key-grouped edge (`core.keygroups`) writes its rows before the c
 file per core carrying each row's key group. Sorted by key group, a consumer shard reading a range of groups
 skips the other groups' pages; but the sort is paid on every row, and a consumer decided as one shard reads
 every group anyway. Neither layout wins everywhere (`benchmarks/per_run_decision.py`, 2M rows on this
-project's 2-core box: the sort costs ~0.4 s; eight shards reading an unsorted file scan ~0.4 s more than they
-would the sorted one, four shards about as much as the sort). So the producers follow the region's previous
+project's 2-core box: the sort costs ~0.4 s; eight shards reading unsorted files took 0.1-0.5 s longer than
+reading sorted ones, four shards no longer: `docs/benchmarks.md`). So the producers follow the region's previous
 run: sorted unless its last decision was one shard (Airflow's runs of a DAG repeat: a daily input grows
 slowly). A run without a previous one sorts: the layout that stays cheap however large the input. Either
 layout holds the same rows and every consumer filters by key group, so the choice only moves cost.
