@@ -325,7 +325,7 @@ def _remove_vertices(dag, vertices: list[SparkVertexOperator]) -> None:
 
 def _region_dependencies(plan: Plan) -> dict[int, set[int]]:
     """Logical region -> the logical regions it consumes from (across a blocking edge)."""
-    logical_of_vertex = {v: lr.index for lr in plan.region_set.logical for v in lr.vertices}
+    logical_of_vertex = plan.logical_of_vertex
     upstream: dict[int, set[int]] = {}
     for exec_edge in plan.topology.edges:
         src, dst = logical_of_vertex[exec_edge.src], logical_of_vertex[exec_edge.dst]

@@ -46,17 +46,12 @@ def key_grouped_edges(plan: Plan, max_shards: int | None) -> dict[int, int]:
     """``{execution edge index: K}`` for each key-grouped edge of `plan` (see the module's docstring)."""
     topology = plan.topology
     names = topology.vertex_names
-    logical_of = {v: logical.index for logical in plan.region_set.logical for v in logical.vertices}
-    several: dict[int, bool] = {}
+    logical_of = plan.logical_of_vertex
     grouped: dict[int, int] = {}
     for exec_edge in topology.edges:
         k = key_groups_of(exec_edge.edge, plan.graph.vertices[names[exec_edge.dst]])
         logical = logical_of[exec_edge.dst]
-        if k is None or logical_of[exec_edge.src] == logical:
-            continue
-        if logical not in several:
-            several[logical] = several_shards_at_max(plan, logical, max_shards)
-        if several[logical]:
+        if k is not None and logical_of[exec_edge.src] != logical and several_shards_at_max(plan, logical, max_shards):
             grouped[exec_edge.index] = k
     return grouped
 

@@ -90,11 +90,20 @@ class Plan:
         (`core.keygroups`: which regions may run as several shards). One plan for all of them: a logical
         region's regions follow from its own vertices' parallelism alone (edges between logical regions are
         blocking), so setting the others' does not change its count."""
-        tops = {name: span[1] for name, vertex in self.graph.vertices.items() if (span := vertex.parallelism_range)}
-        graph = self.graph
-        at_max = self if all(graph.vertices[n].parallelism == top for n, top in tops.items()) else \
-            Plan(apply(graph, tops), self.mode)
+        vertices = self.graph.vertices
+        tops = {name: span[1] for name, vertex in vertices.items() if (span := vertex.parallelism_range)}
+        at_max = self if all(vertices[n].parallelism == top for n, top in tops.items()) else \
+            Plan(apply(self.graph, tops), self.mode)
         return {frozenset(logical.vertices): len(logical.regions) for logical in at_max.region_set.logical}
+
+    @cached_property
+    def logical_of_vertex(self) -> list[int]:
+        """Each vertex's logical region, by vertex index."""
+        of = [0] * len(self.topology.vertex_names)
+        for logical in self.region_set.logical:
+            for vertex in logical.vertices:
+                of[vertex] = logical.index
+        return of
 
     # ---- names ------------------------------------------------------------------------------------
 

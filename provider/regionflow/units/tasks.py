@@ -11,7 +11,6 @@ import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, cast
 
 from ..core.adaptive import GrantDecision, decided
@@ -52,6 +51,7 @@ class UnitTaskBuilder:
         self.host_of = host_of
         self.check_released = check_released
         self.partition_retention = partition_retention
+        self._history_read: dict[str, int | None] = {}
 
     def build(self, unit: int, *, slots: int, width_slots: int | None = None, host: str = "",
               attempt_id: str = "", excluded_nodes: Sequence[str] = (), context: RunContext,
@@ -73,21 +73,25 @@ class UnitTaskBuilder:
                         slot_request=granted.slot_request(at, width), parallelism=decided(granted.plan.graph),
                         subtasks=granted.plan.topology.subtask_count, input_bytes=input_bytes,
                         excluded_nodes=list(excluded_nodes), context=context.to_dict(), rendered=dict(rendered),
-                        unsorted_key_groups=self.unsorted_key_groups)
+                        unsorted_key_groups=self._unsorted_key_groups(unit))
         return BuiltTask(task, decision)
 
-    @cached_property
-    def unsorted_key_groups(self) -> list[int]:
-        """The key-grouped edges whose consumer's region was last decided as one shard: their producers write
-        the key groups unsorted (`spark.data.history`); read once per builder."""
+    def _unsorted_key_groups(self, unit: int) -> list[int]:
+        """The key-grouped edges `unit` writes whose consumer's region was last decided as one shard: it writes
+        their key groups unsorted (`spark.data.history`)."""
         layout = self.layout
-        if not layout.key_groups:
-            return []
-        plan = layout.plan
-        history = DecisionHistory(self.partitions.data_dir, plan.graph.name, self.partitions.fs)
-        logical_of = {v: logical.index for logical in plan.region_set.logical for v in logical.vertices}
-        return sorted(edge for edge in layout.key_groups
-                      if history.last_shards(plan.region_task_id(logical_of[plan.topology.edges[edge].dst])) == 1)
+        plan, logical_of, edges = layout.plan, layout.plan.logical_of_vertex, layout.plan.topology.edges
+        own = layout.shards[unit].logical
+        return sorted(edge for edge in layout.key_groups if logical_of[edges[edge].src] == own
+                      and self._last_shards(plan.region_task_id(logical_of[edges[edge].dst])) == 1)
+
+    def _last_shards(self, region: str) -> int | None:
+        """The shard count of region task `region`'s last decision, read once per builder: the units it builds
+        agree on their layout."""
+        if region not in self._history_read:
+            history = DecisionHistory(self.partitions.data_dir, self.layout.plan.graph.name, self.partitions.fs)
+            self._history_read[region] = history.last_shards(region)
+        return self._history_read[region]
 
     def _input_refs(self, layout: UnitLayout, unit: int) -> dict[str, dict[str, Any]]:
         own = layout is self.layout
