@@ -25,9 +25,10 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -223,9 +224,16 @@ class EmbeddedAirflow(AirflowRestClient):
             for component in self.components:
                 for _ in range(self.schedulers if component == "scheduler" else 1):
                     self._processes.spawn(component, port=self._port)
-            self._wait_until_healthy(deadline, timeout)
+            # the servers' JVMs start while the components import Airflow: a server start waits on its JVM
+            # most of the time, and no region task runs before this method returns
+            servers = _Background(self._start_session_servers, timeout)
+            try:
+                self._wait_until_healthy(deadline, timeout)
+            except BaseException:
+                servers.join()  # a server started after stop() looked would be left running
+                raise
             self.timings["start_to_healthy_s"] = round(time.monotonic() - started, 2)
-            self._start_session_servers(deadline - time.monotonic())
+            servers.result()
         except BaseException:
             self.stop()
             raise
@@ -346,6 +354,30 @@ class EmbeddedAirflow(AirflowRestClient):
         if time.monotonic() >= deadline:
             raise StartTimeout(f"the embedded Airflow in {self.home} {what}; raise the timeout on a busy machine "
                                f"or read the logs:\n{self.log_tails()}")
+
+
+class _Background:
+    """One call on a thread of its own; `result` joins it and raises what the call raised, in the caller."""
+
+    def __init__(self, call: Callable[..., Any], *args: Any) -> None:
+        self._error: BaseException | None = None
+
+        def target() -> None:
+            try:
+                call(*args)
+            except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread by result()
+                self._error = error
+
+        self._thread = threading.Thread(target=target, name="session-servers", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> None:
+        self.join()
+        if self._error is not None:
+            raise self._error
 
 
 __all__ = ["DEFAULT_COMPONENTS", "DEFAULT_EXECUTOR", "KNOWN_COMPONENTS", "STACK_TAG_VARIABLE", "EmbeddedAirflow"]

@@ -1,0 +1,112 @@
+"""What the test suite's JVM options save (tests/conftest.py sets ``JAVA_TOOL_OPTIONS`` to ``SUITE_JAVA_OPTIONS``):
+CPU seconds and wall time of what a heavy test module does with Spark, once with the JVM's default tiered
+compilation and once with the suite's options, alternating, in the same invocation.
+
+One round is: start a Spark Connect server (4 slots, as the suite's session server), run the example job's plain
+PySpark reference on it ``--jobs`` times (as the reference fixture and the vertex-level tests do), stop it. CPU
+seconds are the whole machine's busy time over the round (``/proc/stat``: the server's JVM, the launcher JVM in
+front of it and this client), so run it on an otherwise idle box; the CPU probe's figure is printed with the
+result. Figures are medians of ``--repeats`` rounds per option set; the ratios are the suite's over the default's.
+
+Usage: .venv/bin/python benchmarks/suite_jvm.py [--repeats 3] [--jobs 3] [--format json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+ORDERS = "regionflow.examples.orders:job"
+
+
+def busy_seconds() -> float:
+    """The machine's CPU time spent so far, all cores, in seconds (user, nice, system, irq, softirq, steal)."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def one_round(jobs: int) -> dict:
+    """In this process: a server start, `jobs` reference runs on it, its stop; CPU and wall seconds of each part."""
+    from regionflow.core.graph import load_job
+    from regionflow.core.plan import Plan
+    from regionflow.scheduling.hosts import Cluster
+    from regionflow.spark.servers.client_env import no_client_marks
+    from regionflow.spark.servers.session_servers import SessionServers
+    from regionflow.units.reference import run_reference
+    from regionflow.units.runner import RunOptions
+
+    work = tempfile.mkdtemp(prefix="rf-bench-suite-jvm-")
+    servers = SessionServers(Cluster.local_default(4), os.path.join(work, "sessions"), base_port=None)
+    cpu, wall = busy_seconds(), time.monotonic()
+    with no_client_marks():
+        try:
+            servers.start()
+            started_cpu, started_wall = busy_seconds(), time.monotonic()
+            rows = set()
+            for number in range(jobs):
+                options = RunOptions(data_dir=os.path.join(work, f"run-{number}"), cluster=servers.cluster,
+                                     progress=None, servers=servers)
+                totals = run_reference(ORDERS, Plan(load_job(ORDERS)), options).sinks["totals"]
+                rows.add((totals["rows"], totals["checksum"]))
+            ran_cpu, ran_wall = busy_seconds(), time.monotonic()
+        finally:
+            servers.stop()
+    return {"start_cpu_s": started_cpu - cpu, "start_wall_s": started_wall - wall,
+            "jobs_cpu_s": ran_cpu - started_cpu, "jobs_wall_s": ran_wall - started_wall, "rows": sorted(rows)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=3)
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one round, in this process
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one_round(args.jobs)))
+        return
+    sys.path.insert(0, TESTS)
+    from conftest import SUITE_JAVA_OPTIONS
+
+    from rfbench.machine import cpu_unit_times
+
+    kinds = {"default": "", "suite": SUITE_JAVA_OPTIONS}
+    rounds: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    for repeat in range(args.repeats):
+        for kind, options in kinds.items():  # alternating, so a slower stretch of the box hits both alike
+            env = {key: value for key, value in os.environ.items() if key != "JAVA_TOOL_OPTIONS"}
+            if options:
+                env["JAVA_TOOL_OPTIONS"] = options
+            print(f"round {repeat + 1}/{args.repeats}: {kind} JVM options ...", file=sys.stderr, flush=True)
+            done = subprocess.run([sys.executable, __file__, "--one", "--jobs", str(args.jobs)], check=True,
+                                  stdout=subprocess.PIPE, text=True, env=env)
+            rounds[kind].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    figures = {kind: {key: round(statistics.median(r[key] for r in done), 2)
+                      for key in ("start_cpu_s", "start_wall_s", "jobs_cpu_s", "jobs_wall_s")}
+               for kind, done in rounds.items()}
+    result = {
+        "suite_java_options": SUITE_JAVA_OPTIONS, "jobs_per_round": args.jobs, "repeats": args.repeats,
+        "cpu_unit_ms": round(statistics.median(cpu_unit_times()), 1), "medians": figures,
+        "ratio_suite_to_default": {key: round(figures["suite"][key] / figures["default"][key], 2)
+                                   for key in figures["default"]},
+        "same_rows": len({tuple(map(tuple, r["rows"])) for done in rounds.values() for r in done}) == 1,
+    }
+    if args.format == "json":
+        print(json.dumps(result))
+        return
+    print(f"CPU probe {result['cpu_unit_ms']} ms; {args.jobs} reference runs per round, medians of {args.repeats}")
+    for key, ratio in result["ratio_suite_to_default"].items():
+        print(f"  {key:13} default {figures['default'][key]:6.2f}  suite {figures['suite'][key]:6.2f}  "
+              f"ratio {ratio:.2f}")
+    print(f"  same rows in every round: {result['same_rows']}")
+
+
+if __name__ == "__main__":
+    main()
