@@ -100,8 +100,12 @@ def config_sections(stack: EmbeddedAirflow, port: int, keys: Mapping[str, str]) 
             # A new file in the dags folder is listed within ~2 s and parsed right away.
             "refresh_interval": "2",
             "bundle_refresh_check_interval": "1",
-            # Changed files are re-parsed at once whatever this says (mtime); unchanged ones every 30 s.
-            "min_file_process_interval": "30",
+            # A changed file is parsed again at once whatever the interval says (its mtime is newer than its last
+            # parse: the modified_time sort mode); an unchanged one only after 10 min. Parsing a regionflow DAG
+            # file costs about a CPU-second on two cores: at 30 s, a module's 5 files were parsed 85 times in
+            # 8.5 min, a sixth of a core for results that never changed.
+            "file_parsing_sort_mode": "modified_time",
+            "min_file_process_interval": "600",
             "parsing_processes": "1",
             "dag_file_processor_timeout": "180",
             "print_stats_interval": "0",

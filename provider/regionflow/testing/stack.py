@@ -243,16 +243,21 @@ class EmbeddedAirflow(AirflowRestClient):
         """Stop the stack and leave no process behind; idempotent.
 
         Stage by stage (`components.ComponentProcesses.stop`): SIGTERM, then wait up to `grace_seconds`;
-        SIGKILL whatever is left at the end. The api-server goes last so that task processes, terminated
-        with the scheduler, can still report their end through the execution API instead of retrying.
+        SIGKILL whatever is left at the end; the session servers stop meanwhile. The api-server goes last so
+        that task processes, terminated with the scheduler, can still report their end through the execution
+        API instead of retrying.
         """
         atexit.unregister(self.stop)
         started = time.monotonic()
         self.close_client()
-        if self.session_servers is not None:
-            self.session_servers.stop()
-        if self._processes.stop(grace_seconds):
-            self.timings["stop_s"] = round(time.monotonic() - started, 2)
+        # the servers' JVMs end while the components do (each waits on its own processes' exits)
+        servers = _Background(self.session_servers.stop) if self.session_servers is not None else None
+        try:
+            if self._processes.stop(grace_seconds):
+                self.timings["stop_s"] = round(time.monotonic() - started, 2)
+        finally:
+            if servers is not None:
+                servers.result()
 
     def __enter__(self) -> EmbeddedAirflow:
         # `with EmbeddedAirflow(...).start(timeout=...) as stack:` must not start twice.
