@@ -78,7 +78,9 @@ bytecode: venv
 # on HEAVY_WORKERS workers, one test module per worker at a time (--dist loadfile: a module's stack and servers
 # stay in one process; each worker starts the session's Spark server and PostgreSQL once, and the workers share
 # the migrated Airflow database). A heavy test mostly waits (heartbeats, polls, JVM starts): the heavy part used
-# 59 % of the 2 cores serially and took 2,517 s; on 2 workers 92 % and 1,737 s (0.69x, 2026-12-04, 217 passed).
+# 59 % of the 2 cores serially and took 2,517 s; on 2 workers 92 % and 1,737 s (0.69x, 2026-12-04, 217 passed); 989 s on
+# 2 workers since the suite's JVMs compile with C1 only (tests/conftest.py) and stacks parse unchanged DAG files
+# once per 10 min (2026-12-07, 219 passed; 1,415 s the same day before).
 # The modules go longest first (tests/suite_order.py, by tests/module_seconds.json), not xdist's most-tests-first.
 # HEAVY_WORKERS=0 runs them serially in this process. It fails if either part failed (pytest's
 # exit code 5, no test selected, counts as passed: PYTEST_ARGS may select tests of one part only). The slowest 20
