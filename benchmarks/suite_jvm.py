@@ -88,15 +88,15 @@ def main() -> None:
             done = subprocess.run([sys.executable, __file__, "--one", "--jobs", str(args.jobs)], check=True,
                                   stdout=subprocess.PIPE, text=True, env=env)
             rounds[kind].append(json.loads(done.stdout.strip().splitlines()[-1]))
-    figures = {kind: {key: round(statistics.median(r[key] for r in done), 2)
+    figures = {kind: {key: round(statistics.median(r[key] for r in kept), 2)
                       for key in ("start_cpu_s", "start_wall_s", "jobs_cpu_s", "jobs_wall_s")}
-               for kind, done in rounds.items()}
+               for kind, kept in rounds.items()}
     result = {
         "suite_java_options": SUITE_JAVA_OPTIONS, "jobs_per_round": args.jobs, "repeats": args.repeats,
         "cpu_unit_ms": round(statistics.median(cpu_unit_times()), 1), "medians": figures,
         "ratio_suite_to_default": {key: round(figures["suite"][key] / figures["default"][key], 2)
                                    for key in figures["default"]},
-        "same_rows": len({tuple(map(tuple, r["rows"])) for done in rounds.values() for r in done}) == 1,
+        "same_rows": len({tuple(map(tuple, r["rows"])) for kept in rounds.values() for r in kept}) == 1,
     }
     if args.format == "json":
         print(json.dumps(result))

@@ -14,11 +14,8 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 ORDERS = "regionflow.examples.orders:job"
 
 # Every JVM the suite starts (Connect servers, spark-submit drivers, standalone masters, workers and executors, and
-# the launcher JVM in front of each) compiles with C1 only: the suite's JVMs live seconds to minutes on tiny data,
-# and C2's compiler threads were their largest CPU cost. A Connect server's start took 15-19 CPU-s and three
-# reference runs on it 11.5-12.8 CPU-s with the default tiered compilation, 10-11 and 5.5-6.2 CPU-s with C1 only
-# (benchmarks/suite_jvm.py; CONTRIBUTING.md, "Tests"). Inherited by every child process; a JAVA_TOOL_OPTIONS of the
-# caller's is kept as given. Each JVM says "Picked up JAVA_TOOL_OPTIONS" on its stderr.
+# the launcher JVM in front of each) compiles with C1 only, inherited by every child process; a JAVA_TOOL_OPTIONS of
+# the caller's is kept as given. Why and what it saves: CONTRIBUTING.md ("Tests"), benchmarks/suite_jvm.py.
 SUITE_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SUITE_JAVA_OPTIONS)
 MEASURE_EVERY_S = 120.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sqlite3
 import subprocess
 import textwrap
@@ -258,6 +259,24 @@ def test_a_component_that_dies_is_reported_with_its_log(tmp_path) -> None:
     assert failure.value.component in failure.value.args[0] and failure.value.log_path in failure.value.args[0]
     assert failure.value.log_path == airflow.log_path(failure.value.component)
     assert airflow.pids() == []
+
+
+@pytest.mark.timeout(300)
+def test_a_session_server_that_cannot_start_fails_the_start_and_leaves_nothing_running(tmp_path) -> None:
+    """The session servers start while the components do: a server's error (its port taken here) still fails
+    `start` with its cause, and the stack it was starting beside is stopped."""
+    from regionflow.spark.servers.connect import SessionServerError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        airflow = EmbeddedAirflow(str(tmp_path / "home"), str(tmp_path / "dags"), executor=EXECUTOR,
+                                  regionflow_options={"backend": "session", "session_base_port": str(port)})
+        with pytest.raises(SessionServerError, match=f"port {port} on 127.0.0.1 is already in use"):
+            airflow.start(timeout=240)
+    assert airflow.pids() == []
+    assert [status.state for status in airflow.session_servers.status()] == ["down"]
 
 
 # ---- helpers ------------------------------------------------------------------------------

@@ -129,4 +129,4 @@ def test_one_plan_at_max_gives_each_logical_region_the_count_of_its_own_vertices
         tops = {n: span[1] for n in members if (span := plan.graph.vertices[n].parallelism_range)}
         alone = Plan(apply(plan.graph, tops), plan.mode)
         own = next(len(o.regions) for o in alone.region_set.logical if o.vertices == logical.vertices)
-        assert plan.regions_at_max[frozenset(logical.vertices)] == own
+        assert plan.regions_at_max[logical.index] == own

@@ -70,7 +70,7 @@ def several_shards_at_max(plan: Plan, logical: int, max_shards: int | None) -> b
     """Whether logical region `logical` runs as more than one shard with its adaptive vertices at their max."""
     if max_shards == 1:
         return False
-    regions = plan.regions_at_max[frozenset(plan.region_set.logical[logical].vertices)]
+    regions = plan.regions_at_max[logical]
     return (regions if max_shards is None else min(regions, max_shards)) > 1
 
 

@@ -85,16 +85,18 @@ class Plan:
         return self.region_set.regions
 
     @cached_property
-    def regions_at_max(self) -> dict[frozenset[int], int]:
-        """``{logical region's vertices: its region count}`` with every adaptive vertex at its declared max
-        (`core.keygroups`: which regions may run as several shards). One plan for all of them: a logical
+    def regions_at_max(self) -> list[int]:
+        """Each logical region's region count (by logical region index) with every adaptive vertex at its declared
+        max (`core.keygroups`: which regions may run as several shards). One plan for all of them: a logical
         region's regions follow from its own vertices' parallelism alone (edges between logical regions are
-        blocking), so setting the others' does not change its count."""
+        blocking), so setting the others' does not change its count, and the plan at max has the same logical
+        regions, found by any of their vertices."""
         vertices = self.graph.vertices
         tops = {name: span[1] for name, vertex in vertices.items() if (span := vertex.parallelism_range)}
         at_max = self if all(vertices[n].parallelism == top for n, top in tops.items()) else \
             Plan(apply(self.graph, tops), self.mode)
-        return {frozenset(logical.vertices): len(logical.regions) for logical in at_max.region_set.logical}
+        logical_at_max, of = at_max.region_set.logical, at_max.logical_of_vertex
+        return [len(logical_at_max[of[logical.vertices[0]]].regions) for logical in self.region_set.logical]
 
     @cached_property
     def logical_of_vertex(self) -> list[int]:

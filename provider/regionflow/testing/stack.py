@@ -25,10 +25,10 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -224,15 +224,12 @@ class EmbeddedAirflow(AirflowRestClient):
             for component in self.components:
                 for _ in range(self.schedulers if component == "scheduler" else 1):
                     self._processes.spawn(component, port=self._port)
-            # the servers' JVMs start while the components import Airflow: a server start waits on its JVM
-            # most of the time, and no region task runs before this method returns
-            servers = _Background(self._start_session_servers, timeout)
-            try:
+            # the servers' JVMs start while the components import Airflow (no region task runs before this
+            # method returns); leaving the block waits for that start, so a failed health wait stops them too
+            with ThreadPoolExecutor(1, thread_name_prefix="session-servers") as pool:
+                servers = pool.submit(self._start_session_servers, timeout)
                 self._wait_until_healthy(deadline, timeout)
-            except BaseException:
-                servers.join()  # a server started after stop() looked would be left running
-                raise
-            self.timings["start_to_healthy_s"] = round(time.monotonic() - started, 2)
+                self.timings["start_to_healthy_s"] = round(time.monotonic() - started, 2)
             servers.result()
         except BaseException:
             self.stop()
@@ -251,13 +248,12 @@ class EmbeddedAirflow(AirflowRestClient):
         started = time.monotonic()
         self.close_client()
         # the servers' JVMs end while the components do (each waits on its own processes' exits)
-        servers = _Background(self.session_servers.stop) if self.session_servers is not None else None
-        try:
+        with ThreadPoolExecutor(1, thread_name_prefix="session-servers") as pool:
+            servers = pool.submit(self.session_servers.stop) if self.session_servers is not None else None
             if self._processes.stop(grace_seconds):
                 self.timings["stop_s"] = round(time.monotonic() - started, 2)
-        finally:
-            if servers is not None:
-                servers.result()
+        if servers is not None:
+            servers.result()
 
     def __enter__(self) -> EmbeddedAirflow:
         # `with EmbeddedAirflow(...).start(timeout=...) as stack:` must not start twice.
@@ -359,30 +355,6 @@ class EmbeddedAirflow(AirflowRestClient):
         if time.monotonic() >= deadline:
             raise StartTimeout(f"the embedded Airflow in {self.home} {what}; raise the timeout on a busy machine "
                                f"or read the logs:\n{self.log_tails()}")
-
-
-class _Background:
-    """One call on a thread of its own; `result` joins it and raises what the call raised, in the caller."""
-
-    def __init__(self, call: Callable[..., Any], *args: Any) -> None:
-        self._error: BaseException | None = None
-
-        def target() -> None:
-            try:
-                call(*args)
-            except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread by result()
-                self._error = error
-
-        self._thread = threading.Thread(target=target, name="session-servers", daemon=True)
-        self._thread.start()
-
-    def join(self) -> None:
-        self._thread.join()
-
-    def result(self) -> None:
-        self.join()
-        if self._error is not None:
-            raise self._error
 
 
 __all__ = ["DEFAULT_COMPONENTS", "DEFAULT_EXECUTOR", "KNOWN_COMPONENTS", "STACK_TAG_VARIABLE", "EmbeddedAirflow"]

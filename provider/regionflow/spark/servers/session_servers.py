@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from ...scheduling.hosts import Cluster
 from ..launch.submit_args import LOOPBACK
@@ -39,23 +39,8 @@ class SessionServers:
     def start(self, hosts: list[str] | None = None, timeout: float = DEFAULT_START_TIMEOUT_S) -> list[ServerStatus]:
         """Start the named (default: all) servers at once; raises the first host's error after all tried."""
         names = hosts or list(self.servers)
-        outcomes: dict[str, ServerStatus | BaseException] = {}
-
-        def start_one(name: str) -> None:
-            try:
-                outcomes[name] = self.server(name).start(timeout)
-            except BaseException as error:  # noqa: BLE001 - re-raised below, in the caller's thread
-                outcomes[name] = error
-
-        threads = [threading.Thread(target=start_one, args=(name,), daemon=True) for name in names]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        for name in names:
-            if isinstance(outcomes[name], BaseException):
-                raise outcomes[name]  # type: ignore[misc]
-        return [outcomes[name] for name in names]  # type: ignore[misc]
+        with ThreadPoolExecutor(max(1, len(names)), thread_name_prefix="server-start") as pool:
+            return list(pool.map(lambda name: self.server(name).start(timeout), names))  # the block waits for all
 
     def status(self, hosts: list[str] | None = None) -> list[ServerStatus]:
         """`ConnectServer.status` of the named (default: all) hosts' servers."""
