@@ -88,7 +88,7 @@ bytecode: venv
 PYTEST := $(VPY) -m pytest tests -q -ra --timeout=900 --durations=20
 LIGHT_WORKERS ?= 2
 LIGHT := $(PYTEST) -n $(LIGHT_WORKERS) -m "not heavy and not long"
-HEAVY_WORKERS ?= 2
+HEAVY_WORKERS ?= 3
 HEAVY := $(PYTEST) -n $(HEAVY_WORKERS) --dist loadfile --longest-first --no-loadscope-reorder -m "heavy and not long"
 
 test: venv bytecode

@@ -14,9 +14,10 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 ORDERS = "regionflow.examples.orders:job"
 
 # Every JVM the suite starts (Connect servers, spark-submit drivers, standalone masters, workers and executors, and
-# the launcher JVM in front of each) compiles with C1 only, inherited by every child process; a JAVA_TOOL_OPTIONS of
-# the caller's is kept as given. Why and what it saves: CONTRIBUTING.md ("Tests"), benchmarks/suite_jvm.py.
-SUITE_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# the launcher JVM in front of each) compiles with C1 only and collects with the serial collector, inherited by every
+# child process; a JAVA_TOOL_OPTIONS of the caller's is kept as given. Why and what it saves: CONTRIBUTING.md
+# ("Tests"), benchmarks/suite_jvm.py.
+SUITE_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SUITE_JAVA_OPTIONS)
 MEASURE_EVERY_S = 120.0
 
