@@ -61,6 +61,17 @@ with DAG("{dag_id}", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz=
     BashOperator(task_id="sleep", bash_command="{command}")
 """
 
+DESCRIBED_DAG = "rf_embedded_described"
+DESCRIBED_SOURCE = """
+import pendulum
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
+
+with DAG("{dag_id}", description="{description}", schedule=None,
+         start_date=pendulum.datetime(2024, 1, 1, tz="UTC"), catchup=False):
+    EmptyOperator(task_id="nothing")
+"""
+
 BROKEN_SOURCE = """
 from airflow.sdk import DAG
 
@@ -193,6 +204,25 @@ def test_a_dag_file_with_a_syntax_error_shows_up_in_import_errors(stack: Embedde
 
     assert "SyntaxError" in error["stack_trace"]
     assert any(e["filename"].endswith("rf_embedded_broken.py") for e in stack.import_errors())
+
+
+@pytest.mark.timeout(300)
+def test_a_dag_file_rewritten_after_the_start_is_parsed_again_at_once(stack: EmbeddedAirflow, workspace) -> None:
+    """The stack parses an unchanged file once per ``min_file_process_interval`` (600 s, to spare the CPU) but a
+    changed one at once (``file_parsing_sort_mode = modified_time``): a test that rewrites a DAG file mid-module
+    sees the new version within seconds, not minutes."""
+    path = os.path.join(workspace["dags"], f"{DESCRIBED_DAG}.py")
+    _write(path, DESCRIBED_SOURCE.format(dag_id=DESCRIBED_DAG, description="first version"))
+    assert stack.wait_for_dag(DESCRIBED_DAG, timeout=120)["description"] == "first version"
+
+    _write(path, DESCRIBED_SOURCE.format(dag_id=DESCRIBED_DAG, description="second version"))
+    os.utime(path, (time.time() + 1, time.time() + 1))  # newer than the first parse even on a coarse clock
+    rewritten = time.monotonic()
+    deadline = rewritten + 120
+    while stack.wait_for_dag(DESCRIBED_DAG)["description"] != "second version":
+        assert time.monotonic() < deadline, "the rewritten DAG file was not parsed again within 120 s"
+        time.sleep(0.5)
+    _report("rewrite to parsed again", time.monotonic() - rewritten)
 
 
 @pytest.mark.timeout(600)

@@ -1,7 +1,8 @@
 """Subtasks as the partitions of one Spark computation per vertex (issue 13), on a real Spark Connect
 server shared by the session (`event_servers`): Spark jobs per vertex do not grow with parallelism,
 a blocking edge writes O(P) files, shards read exactly their buckets, and bad vertex output fails
-before any Spark job with the vertex, the edge and the column named."""
+before any Spark job with the vertex, the edge and the column named. First, that the session's server got the
+suite's JVM options (tests/conftest.py)."""
 from __future__ import annotations
 
 import glob
@@ -30,6 +31,17 @@ def run(job, mode, tmp_path, servers, **extra):
 
 def edge_files(tmp_path, runner) -> dict[int, int]:
     return blocking_files(os.path.join(str(tmp_path), runner.run_id, "units"), runner.plan)
+
+
+def test_the_sessions_server_jvm_runs_with_the_suites_java_options(event_servers):
+    """tests/conftest.py gives every JVM of the suite ``SUITE_JAVA_OPTIONS`` through ``JAVA_TOOL_OPTIONS``; the JVM
+    itself says so on its stderr, which is the server's log."""
+    servers, _ = event_servers
+    options = os.environ.get("JAVA_TOOL_OPTIONS", "")
+    assert options, "tests/conftest.py sets JAVA_TOOL_OPTIONS unless the caller did"
+    [host] = servers.servers
+    with open(servers.server(host).log_path, encoding="utf-8", errors="replace") as log:
+        assert f"Picked up JAVA_TOOL_OPTIONS: {options}\n" in log.read()
 
 
 @pytest.mark.parametrize("mode", ["all-blocking", "all-pipelined"])
