@@ -239,6 +239,22 @@ def machine_speed(units=10, touch_mib=64):
             f"(quiet box ~24 ms); first touch of {touch_mib} MiB {touch_ms:.0f} ms")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_connect_client_marks_between_modules():
+    """A module that built a Spark Connect client session in this process (pyspark then sets
+    ``SPARK_CONNECT_MODE_ENABLED``) leaves no such mark for the next module of this worker: any module may follow
+    any under ``--dist loadfile``, and a classic session, or a spark-submit inheriting the environment, would
+    become a Connect client without a URL (``CONNECT_URL_NOT_SET``; a suite run had the standalone tests follow the
+    multi-machine module). Cleared when a module starts and after its own fixtures end."""
+    from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
+
+    for variable in CONNECT_CLIENT_VARIABLES:
+        os.environ.pop(variable, None)
+    yield
+    for variable in CONNECT_CLIENT_VARIABLES:
+        os.environ.pop(variable, None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def migrated_airflow_databases(tmp_path_factory):
     """Every embedded Airflow stack of the session on SQLite copies one freshly migrated database
