@@ -126,30 +126,20 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_collection_finish(session):
-    """A light test (not marked heavy) refuses to start a heavy process, in a run of light tests only (``make
-    test-quick``) and beside heavy ones (``make test``): a test that would is missing from `HEAVY_MODULES` or
-    `HEAVY_FIXTURES`. The guard is armed while a light test runs (`pytest_runtest_protocol`)."""
-    if session.items:
+    """A run without heavy tests (``make test-quick``, the light half of ``make test``) refuses to start a
+    heavy process: a test that would is missing from `HEAVY_MODULES` or `HEAVY_FIXTURES`."""
+    if session.items and not any(item.get_closest_marker("heavy") for item in session.items):
         HeavyProcessGuard.install()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_teardown(item, nextitem):
-    """The session's last teardown also ends the session-scoped fixtures (a PostgreSQL server's ``pg_ctl stop``,
-    say): the guard is off for it, whatever the last test was."""
-    if nextitem is None:
-        HeavyProcessGuard.armed = False
 
 
 class HeavyProcessGuard:
     """Makes ``subprocess.Popen`` refuse the programs of `HEAVY` (pyspark, Airflow's components, selenium and
-    the tests start theirs through it) with an error naming the fix, while `armed` (a light test runs)."""
+    the tests start theirs through it) with an error naming the fix."""
 
     PROGRAMS = frozenset({"java", "spark-submit", "spark-class", "pyspark", "initdb", "pg_ctl", "postgres",
                           "runuser", "chromium", "chromedriver", "airflow"})
     MODULES = frozenset({"airflow", "mypy"})  # python -m <module>
     installed = False
-    armed = False
 
     @classmethod
     def heavy(cls, args) -> bool:
@@ -169,8 +159,8 @@ class HeavyProcessGuard:
         original = subprocess.Popen.__init__
 
         def guarded(self, args, *rest, **kwargs):
-            if cls.armed and cls.heavy(args):
-                raise RuntimeError(f"a test not marked heavy started {args!r}: mark the test heavy "
+            if cls.heavy(args):
+                raise RuntimeError(f"a test run without heavy tests started {args!r}: mark the test heavy "
                                    f"(tests/conftest.py: HEAVY_MODULES, HEAVY_FIXTURES or @pytest.mark.heavy)")
             original(self, args, *rest, **kwargs)
 
@@ -187,9 +177,8 @@ def pytest_sessionstart(session):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Arm `HeavyProcessGuard` for a light test (a heavy one runs unguarded); `ModuleProgress`: count the test, and
-    close the previous module's line at a module change (returns None: pytest's own protocol runs the test)."""
-    HeavyProcessGuard.armed = item.get_closest_marker("heavy") is None
+    """`ModuleProgress`: count the test, and close the previous module's line at a module change
+    (returns None: pytest's own protocol runs the test)."""
     progress = item.config.stash.get(PROGRESS, None)
     if progress is not None:
         progress.test_starts(item.nodeid)
