@@ -78,9 +78,9 @@ bytecode: venv
 # on HEAVY_WORKERS workers, one test module per worker at a time (--dist loadfile: a module's stack and servers
 # stay in one process; each worker starts the session's Spark server and PostgreSQL once, and the workers share
 # the migrated Airflow database). A heavy test mostly waits (heartbeats, polls, JVM starts), so three workers on two
-# cores beat two (2026-12-07: 1,035 s on 2 workers, 889 s on 3 with the suite's JVMs on the serial collector; light
-# and heavy tests in one xdist session were no faster than 73 + 889 s apart: 941 and 1,038 s); CONTRIBUTING.md
-# ("Tests") has the times.
+# cores beat two (2026-12-07: 1,035 s on 2 workers; 889 and 992 s on 3 with the suite's JVMs on the serial collector;
+# light and heavy tests in one xdist session were no faster: 941 and 1,038 s for both); CONTRIBUTING.md ("Tests")
+# has the times.
 # The modules go longest first (tests/suite_order.py, by tests/module_seconds.json), not xdist's most-tests-first.
 # HEAVY_WORKERS=0 runs them serially in this process. It fails if either part failed (pytest's
 # exit code 5, no test selected, counts as passed: PYTEST_ARGS may select tests of one part only). The slowest 20
