@@ -197,7 +197,7 @@ def pytest_terminal_summary(terminalreporter):
     if timeline is not None:
         for line in timeline.lines():
             terminalreporter.write_line(line)
-        if suite_order.wants_update():
+        if suite_order.wants_update() and terminalreporter.config.getoption("longest_first"):  # the run it orders
             suite_order.update_table(timeline.measured())
             terminalreporter.write_line(f"module seconds written to {suite_order.TABLE}")
     terminalreporter.write_line(machine_speed())
@@ -234,14 +234,13 @@ def no_connect_client_marks_between_modules():
     ``SPARK_CONNECT_MODE_ENABLED``) leaves no such mark for the next module of this worker: any module may follow
     any under ``--dist loadfile``, and a classic session, or a spark-submit inheriting the environment, would
     become a Connect client without a URL (``CONNECT_URL_NOT_SET``; a suite run had the standalone tests follow the
-    multi-machine module). Cleared when a module starts and after its own fixtures end."""
-    from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
+    multi-machine module). Cleared when a module starts; `no_client_marks` puts that back after its own fixtures end."""
+    from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES, no_client_marks
 
     for variable in CONNECT_CLIENT_VARIABLES:
         os.environ.pop(variable, None)
-    yield
-    for variable in CONNECT_CLIENT_VARIABLES:
-        os.environ.pop(variable, None)
+    with no_client_marks():
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

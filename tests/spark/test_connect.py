@@ -19,22 +19,12 @@ from regionflow.scheduling.hosts import Cluster, Host
 from regionflow.spark.data.task import UnitTask
 from regionflow.spark.launch.backends import SessionBackend
 from regionflow.spark.servers.auth import remote_session
-from regionflow.spark.servers.client_env import CONNECT_CLIENT_VARIABLES
 from regionflow.spark.servers.connect import ConnectServer, SessionServerError
 from regionflow.spark.servers.idle import IdleServerReaper
 from regionflow.spark.servers.session_servers import SessionServers
 from rfbench.core_sharing import free_cores_after_cancel, share_cores
 
 pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def classic_afterwards():
-    """pyspark marks a process that built a Connect session (SPARK_CONNECT_MODE_ENABLED): later tests
-    of this pytest process use classic Spark, so the marks go when this module ends."""
-    yield
-    for variable in CONNECT_CLIENT_VARIABLES:
-        os.environ.pop(variable, None)
 
 
 def free_port() -> int:
