@@ -1,4 +1,5 @@
-"""What the test suite's JVM options save (tests/conftest.py sets ``JAVA_TOOL_OPTIONS`` to ``SUITE_JAVA_OPTIONS``):
+"""What the test suite's JVM options save (tests/conftest.py sets ``JAVA_TOOL_OPTIONS`` to ``SUITE_JAVA_OPTIONS``,
+from tests/suite_jvm_options.py):
 CPU seconds and wall time of what a heavy test module does with Spark, once with the JVM's default tiered
 compilation and once with the suite's options, alternating, in the same invocation.
 
@@ -73,7 +74,7 @@ def main() -> None:
         print(json.dumps(one_round(args.jobs)))
         return
     sys.path.insert(0, TESTS)
-    from conftest import SUITE_JAVA_OPTIONS
+    from suite_jvm_options import SUITE_JAVA_OPTIONS
 
     from rfbench.machine import cpu_unit_times
 

@@ -6,6 +6,7 @@ import time
 
 import pytest
 import suite_order  # tests/suite_order.py
+from suite_jvm_options import SUITE_JAVA_OPTIONS
 
 # py4j logs from __del__ at interpreter exit, after logging's streams are closed; that noise would
 # follow pytest's summary line in CI's output
@@ -13,11 +14,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 ORDERS = "regionflow.examples.orders:job"
 
-# Every JVM the suite starts (Connect servers, spark-submit drivers, standalone masters, workers and executors, and
-# the launcher JVM in front of each) compiles with C1 only and collects with the serial collector, inherited by every
-# child process; a JAVA_TOOL_OPTIONS of the caller's is kept as given. Why and what it saves: CONTRIBUTING.md
-# ("Tests"), benchmarks/suite_jvm.py.
-SUITE_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# Every JVM the suite starts runs with these options (tests/suite_jvm_options.py); a caller's own is kept as given.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SUITE_JAVA_OPTIONS)
 MEASURE_EVERY_S = 120.0
 
@@ -80,7 +77,7 @@ HEAVY_MODULES = frozenset({
 # Fixtures that start those processes: the session's PostgreSQL, Spark Connect servers and standalone cluster, the
 # reference run, the PySpark app of tests/spark/conftest.py and tests/spark/test_store.py's SparkSession.
 HEAVY_FIXTURES = frozenset({"postgres", "orders_reference", "standalone_cluster", "event_servers", "shared_servers",
-                            "tiny_app", "spark"})
+                            "tiny_app", "spark", "shared_stack"})
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -115,6 +112,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.heavy)
     if config.getoption("longest_first"):
         suite_order.longest_first(items)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the modules that share an Airflow stack as one unit (`suite_order`)."""
+    if config.getvalue("dist") == "loadfile":
+        return suite_order.grouped_load_file_scheduling()(config, log)
+    return None
 
 
 def pytest_runtest_logreport(report):

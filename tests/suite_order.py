@@ -11,6 +11,9 @@ xdist's reordering off (``--no-loadscope-reorder``) so that this order is the qu
 At the end of an xdist run the controller prints each worker's modules with their seconds (summed from the
 tests' setup, call and teardown reports, which it receives anyway) and how long each worker idled before the
 last one finished. ``REGIONFLOW_MODULE_SECONDS=update`` writes the measured seconds into the table.
+
+The modules of `SHARED_STACK_MODULES` share one embedded Airflow stack (tests/airflow/shared_stack.py), so they go
+to one worker together, as one unit of xdist's queue (`GroupedLoadFileScheduling`), queued by their sum.
 """
 from __future__ import annotations
 
@@ -23,6 +26,9 @@ from pathlib import Path
 TABLE = Path(__file__).resolve().parent / "module_seconds.json"
 UNKNOWN_S = 60.0  # a module without a measurement: about a stack's start and two tests
 UPDATE_VARIABLE = "REGIONFLOW_MODULE_SECONDS"
+SHARED_STACK_MODULES = ("tests/airflow/test_e2e_session.py", "tests/airflow/test_conformance.py",
+                        "tests/airflow/test_daily_runs.py")
+SHARED_STACK_UNIT = "shared Airflow stack"
 
 
 def read_table(path: Path = TABLE) -> dict[str, float]:
@@ -38,11 +44,33 @@ def longest_first(items: list, table: dict[str, float] | None = None) -> None:
     keep their order, and modules of equal expectation keep theirs (the sort is stable; pytest collects a
     module's tests together)."""
     seconds = read_table() if table is None else table
-    items.sort(key=lambda item: -seconds.get(module_of(item.nodeid), UNKNOWN_S))
+    units: dict[str, float] = {}
+    for module in {module_of(item.nodeid) for item in items}:
+        unit = unit_of(module)
+        units[unit] = units.get(unit, 0.0) + seconds.get(module, UNKNOWN_S)
+    items.sort(key=lambda item: -units[unit_of(module_of(item.nodeid))])
 
 
 def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
+
+
+def unit_of(module: str) -> str:
+    """The unit of xdist's queue that `module` (a node id, ``tests/...py``) belongs to: itself, or
+    `SHARED_STACK_UNIT` for the modules that share a stack."""
+    return SHARED_STACK_UNIT if module in SHARED_STACK_MODULES else module
+
+
+def grouped_load_file_scheduling():
+    """xdist's ``--dist loadfile`` scheduler class with the shared-stack modules as one unit (imported only
+    under xdist's controller)."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class GroupedLoadFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(super()._split_scope(nodeid))
+
+    return GroupedLoadFileScheduling
 
 
 @dataclass

@@ -40,3 +40,26 @@ def test_an_update_writes_the_measured_seconds_over_the_tables(tmp_path):
 def test_the_committed_table_names_only_modules_that_exist():
     root = suite_order.TABLE.parent.parent
     assert [module for module in suite_order.read_table() if not (root / module).is_file()] == []
+
+
+def test_the_modules_sharing_a_stack_queue_as_one_unit_by_their_sum():
+    first, second = suite_order.SHARED_STACK_MODULES[:2]
+    queue = items("tests/a.py::t1", f"{first}::t1", "tests/b.py::t1", f"{second}::t1", f"{first}::t2")
+    suite_order.longest_first(queue, {"tests/a.py": 10, first: 100, "tests/b.py": 150, second: 60})
+    assert [item.nodeid for item in queue] == [f"{first}::t1", f"{second}::t1", f"{first}::t2", "tests/b.py::t1",
+                                               "tests/a.py::t1"]  # 160 s together, more than b's 150
+
+
+def test_xdists_loadfile_scheduler_gives_the_shared_stack_modules_one_unit_and_every_other_module_its_own():
+    scheduling = suite_order.grouped_load_file_scheduling()
+    scheduler = object.__new__(scheduling)  # _split_scope reads nothing of the scheduler's state
+    units = {scheduler._split_scope(f"{module}::test_x[1]") for module in suite_order.SHARED_STACK_MODULES}
+    assert units == {suite_order.SHARED_STACK_UNIT}
+    assert scheduler._split_scope("tests/airflow/test_ui_plugin.py::test_y") == "tests/airflow/test_ui_plugin.py"
+
+
+def test_the_modules_that_use_the_shared_stack_are_the_ones_listed():
+    root = suite_order.TABLE.parent.parent
+    users = sorted(str(path.relative_to(root)) for path in (root / "tests").rglob("test_*.py")
+                   if path.name != "test_suite_order.py" and "shared_stack.module(" in path.read_text(encoding="utf-8"))
+    assert users == sorted(suite_order.SHARED_STACK_MODULES)

@@ -43,3 +43,14 @@ def store(settings):
 @pytest.fixture
 def partitions(settings):
     return PartitionStore(str(settings / "data"), RUN_KEY)
+
+
+@pytest.fixture(scope="session")
+def shared_stack(request, tmp_path_factory):
+    """The embedded Airflow stack that the modules of `suite_order.SHARED_STACK_MODULES` share (shared_stack.py);
+    each module's own ``stack`` fixture configures it for that module."""
+    from shared_stack import SharedStack, modules_to_run
+
+    shared = SharedStack(str(tmp_path_factory.mktemp("airflow-shared")), modules_to_run(request.session.items))
+    yield shared
+    shared.stop()

@@ -1,13 +1,13 @@
 """Conformance: the RegionExecutor carries every Airflow task lifecycle like LocalExecutor, and nothing
-it does can stop the scheduler. One real stack (api-server, scheduler, dag-processor, triggerer on
-SQLite) for the module: targeted lifecycles with the ledger's rows checked, then Airflow's own bundled
-example DAGs run under both executors (the scheduler restarted in between), compared state by state."""
+it does can stop the scheduler. On a real stack (api-server, scheduler, dag-processor, triggerer on SQLite;
+the one shared with other modules, its scheduler configured for this one: `SCHEDULER_ENV`): targeted
+lifecycles with the ledger's rows checked, then Airflow's own bundled example DAGs run under both executors
+(the scheduler restarted in between), compared state by state."""
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import threading
@@ -15,13 +15,12 @@ import time
 
 import psutil
 import pytest
+from shared_stack import ModuleStack
 
 from regionflow.store import RegionflowStore
-from regionflow.testing import EmbeddedAirflow
 from regionflow.testing.conformance import (
     EXAMPLE_DAG_IDS,
     LOCAL_EXECUTOR,
-    STACK_CONFIG,
     copy_examples,
     differences,
     run_examples,
@@ -31,24 +30,20 @@ HERE = os.path.dirname(__file__)
 pytestmark = pytest.mark.timeout(1800)
 
 
+# The module's scheduler: parallelism 8, and an 8 s [scheduler] task_queued_timeout checked every 3 s (for the
+# waiting test below), over the shared stack's configuration (shared_stack.py).
+SCHEDULER_ENV = {"AIRFLOW__CORE__PARALLELISM": "8", "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "8",
+                 "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "3"}
+
+
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    home = tmp_path_factory.mktemp("conformance")
-    dags = home / "dags"
-    shutil.copytree(os.path.join(HERE, "dags_conformance"), dags)
-    copy_examples(str(dags))
-    options = {"hosts": "localhost:slots=4", "data_dir": str(home / "data"),
-               "store_url": f"sqlite:///{home}/regionflow.db", "backend": "submit"}  # no region task: no Spark
-    extra = {"scheduler": {**STACK_CONFIG["scheduler"],
-                           "task_queued_timeout": "8", "task_queued_timeout_check_interval": "3"}}
-    airflow_stack = EmbeddedAirflow(str(home), str(dags), regionflow_options=options, extra_config=extra,
-                                    parallelism=8)
-    airflow_stack.start()
-    try:
+def stack(shared_stack, request):
+    folder = os.path.join(HERE, "dags_conformance")
+    dag_files = {name: os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".py")}
+    with shared_stack.module(request.node.nodeid, ModuleStack(dag_files, SCHEDULER_ENV)) as airflow_stack:
+        copy_examples(airflow_stack.dags_folder)
         airflow_stack.create_pool("rf_pool", 1)
         yield airflow_stack
-    finally:
-        airflow_stack.stop()
 
 
 def store_of(stack) -> RegionflowStore:
@@ -313,7 +308,8 @@ def recorded_local_outcome():
 
 
 def run_under_local_executor(stack):
-    stack.restart("scheduler", env={**AIRFLOWS_DEFAULT_QUEUED_TIMEOUT, "AIRFLOW__CORE__EXECUTOR": LOCAL_EXECUTOR})
+    stack.restart("scheduler", env={**SCHEDULER_ENV, **AIRFLOWS_DEFAULT_QUEUED_TIMEOUT,
+                                    "AIRFLOW__CORE__EXECUTOR": LOCAL_EXECUTOR})
     under_local, _ = run_examples(stack)
     assert scheduler_alive(stack)
     return under_local
@@ -321,12 +317,13 @@ def run_under_local_executor(stack):
 
 def test_bundled_example_dags_end_alike_under_region_and_local_executor(stack):
     """Airflow's example DAGs under the RegionExecutor end exactly as under LocalExecutor (recorded, see
-    `RECORDED_LOCAL`). It leaves the scheduler restarted with Airflow's default queued timeout (nothing puts
-    the module's configuration back: only the long test below comes after it)."""
+    `RECORDED_LOCAL`). It leaves the scheduler restarted with Airflow's default queued timeout (only the long
+    test below comes after it in this module; the shared stack restarts the scheduler for the next module, whose
+    environment it no longer knows)."""
     under_local = recorded_local_outcome()
     if under_local is None:  # recorded under another Airflow release: LocalExecutor's half runs here
         under_local = run_under_local_executor(stack)
-    stack.restart("scheduler", env=AIRFLOWS_DEFAULT_QUEUED_TIMEOUT)
+    stack.restart("scheduler", env={**SCHEDULER_ENV, **AIRFLOWS_DEFAULT_QUEUED_TIMEOUT})
     under_region, region_s = run_examples(stack)
     assert scheduler_alive(stack)
     for dag_id in EXAMPLE_DAG_IDS:

@@ -3,24 +3,24 @@ triggerer, RegionExecutor, session backend): an ``airflow backfill create`` of t
 in logical-date order) writes three ``ds=`` partitions, each equal to the plain reference run for its date, and
 clearing day 2 leaves the others' files untouched; a run triggered with a conf that
 overrides a param the job reads (``min_quantity``) writes its own partition, equal to the reference run with
-that param. One stack for the module; the references run on its Spark Connect server once the runs are done."""
+that param. On the stack shared with other modules (tests/airflow/shared_stack.py), its scheduler keeping
+partitions (partition_retention 3600 s); the references run on its Spark Connect server once the runs are done."""
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 
 import pytest
+from shared_stack import ModuleStack
 
 from regionflow.core.plan import Plan
 from regionflow.core.run_context import cli_context
 from regionflow.examples import orders
 from regionflow.spark.data.store import SINK_MARKER, run_key_for
 from regionflow.spark.servers.client_env import no_client_marks
-from regionflow.testing import EmbeddedAirflow
 from regionflow.units.dags import dag_run_outputs
 from regionflow.units.reference import run_reference
 from regionflow.units.runner import RunOptions
@@ -31,17 +31,12 @@ DAG_ID = "orders_daily"
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    home = tmp_path_factory.mktemp("airflow-daily")
-    dags = home / "dags"
-    os.makedirs(dags)
-    shutil.copy(os.path.join(REPO, "dags", f"{DAG_ID}.py"), dags)
-    # partitions kept after their consumers committed, so a cleared sink task finds its inputs (see docs/daily-runs.md)
-    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session",
-               "partition_retention": "3600"}
-    # only the backfill's runs and the one triggered here: no run of the daily schedule of its own
-    with EmbeddedAirflow(str(home), str(dags), regionflow_options=options,
-                         extra_config={"scheduler": {"use_job_schedule": "False"}}) as airflow:
+def stack(shared_stack, request):
+    # partitions kept after their consumers committed, so a cleared sink task finds its inputs (see docs/daily-runs.md);
+    # only the backfill's runs and the one triggered here: the shared stack runs no DAG on its schedule
+    needs = ModuleStack({f"{DAG_ID}.py": os.path.join(REPO, "dags", f"{DAG_ID}.py")},
+                        {"AIRFLOW__REGIONFLOW__PARTITION_RETENTION": "3600"})
+    with shared_stack.module(request.node.nodeid, needs) as airflow:
         yield airflow
 
 

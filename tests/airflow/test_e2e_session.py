@@ -2,16 +2,17 @@
 Spark Connect server (started by the embedded stack, as `regionflow session start` would), give the
 reference checksum in every mode, the pool's scheduling holds through Airflow (FIFO, no starvation, a
 region bigger than the cluster fails at once), a stopped server is started by the next region task and a
-silent one fails it as a lost host, and run after run leaves no partition on disk. One stack for the module."""
+silent one fails it as a lost host, and run after run leaves no partition on disk. On the stack these modules
+share (shared_stack.py: one host of 4 slots, elastic_wait 2 s, partition_retention 0)."""
 import glob
 import json
 import os
 import re
-import shutil
 from urllib.parse import quote
 
 import pytest
 from e2e_runs import DAGS, MODES, run, task_log_file, times
+from shared_stack import ModuleStack
 from stopping import pause_group, resume_group
 
 from regionflow.cli import main
@@ -21,7 +22,6 @@ from regionflow.core.graph import load_dag_file_job
 from regionflow.processes import wait_until
 from regionflow.spark.data.store import PartitionStore, run_key_for
 from regionflow.store import RegionflowStore
-from regionflow.testing import EmbeddedAirflow
 from regionflow.units.dags import dag_run_outputs
 from regionflow.units.layout import UnitLayout
 
@@ -30,20 +30,11 @@ SESSION_DAGS = os.path.join(os.path.dirname(__file__), "dags_session")
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    home = tmp_path_factory.mktemp("airflow-session")
-    dags = home / "dags"
-    os.makedirs(dags)
-    shutil.copy(os.path.join(DAGS, "rf_modes.py"), dags / "rf_modes.py")
-    shutil.copy(os.path.join(DAGS, "rf_disk.py"), dags / "rf_disk.py")
-    shutil.copy(os.path.join(DAGS, "rf_scheduling.py"), dags / "rf_scheduling.py")
-    shutil.copy(os.path.join(SESSION_DAGS, "rf_early_shards.py"), dags / "rf_early_shards.py")
-    shutil.copy(os.path.join(SESSION_DAGS, "rf_adaptive.py"), dags / "rf_adaptive.py")
-    options = {"hosts": "localhost:slots=4", "max_shards": "1", "data_dir": str(home / "data"), "backend": "session",
-               "elastic_wait": "2"}
-    with EmbeddedAirflow(str(home), str(dags), regionflow_options=options) as airflow:
+def stack(shared_stack, request):
+    dag_files = {name: os.path.join(DAGS, name) for name in ("rf_modes.py", "rf_disk.py", "rf_scheduling.py")}
+    dag_files |= {name: os.path.join(SESSION_DAGS, name) for name in ("rf_early_shards.py", "rf_adaptive.py")}
+    with shared_stack.module(request.node.nodeid, ModuleStack(dag_files)) as airflow:
         yield airflow
-    assert [status.state for status in airflow.session_servers.status()] == ["down"]
 
 
 def test_every_mode_gives_the_reference_checksum_on_the_session_backend(stack, orders_reference):

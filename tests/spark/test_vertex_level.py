@@ -34,8 +34,8 @@ def edge_files(tmp_path, runner) -> dict[int, int]:
 
 
 def test_the_sessions_server_jvm_runs_with_the_suites_java_options(event_servers):
-    """tests/conftest.py gives every JVM of the suite ``SUITE_JAVA_OPTIONS`` through ``JAVA_TOOL_OPTIONS``; the JVM
-    itself says so on its stderr, which is the server's log."""
+    """tests/conftest.py gives every JVM of the suite ``SUITE_JAVA_OPTIONS`` (tests/suite_jvm_options.py) through
+    ``JAVA_TOOL_OPTIONS``; the JVM itself says so on its stderr, which is the server's log."""
     servers, _ = event_servers
     options = os.environ.get("JAVA_TOOL_OPTIONS", "")
     assert options, "tests/conftest.py sets JAVA_TOOL_OPTIONS unless the caller did"
