@@ -77,8 +77,9 @@ bytecode: venv
 # `make test` runs the light tests on LIGHT_WORKERS pytest-xdist workers (0: in this process), then the heavy ones
 # on HEAVY_WORKERS workers, one test module per worker at a time (--dist loadfile: a module's stack and servers
 # stay in one process, and the modules that share a stack go to one worker together, tests/suite_order.py; each
-# worker starts the session's Spark server and PostgreSQL once, and the workers share the migrated Airflow database). A heavy test mostly waits (heartbeats, polls, JVM starts), so three workers on two
-# cores beat two (2026-12-07: 1,035 s on 2 workers; 889 and 992 s on 3 with the suite's JVMs on the serial collector;
+# worker starts the session's Spark server and PostgreSQL once, and the workers share the migrated Airflow
+# database). A heavy test mostly waits (heartbeats, polls, JVM starts), so three workers on two cores beat two
+# (2026-12-07: 1,035 s on 2 workers; 889 and 992 s on 3 with the suite's JVMs on the serial collector;
 # light and heavy tests in one xdist session were no faster: 941 and 1,038 s for both); CONTRIBUTING.md ("Tests")
 # has the times.
 # The modules go longest first (tests/suite_order.py, by tests/module_seconds.json), not xdist's most-tests-first.

@@ -118,7 +118,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with the modules that share an Airflow stack as one unit (`suite_order`)."""
     if config.getvalue("dist") == "loadfile":
-        return suite_order.grouped_load_file_scheduling()(config, log)
+        return suite_order.GroupedLoadFileScheduling(config, log)
     return None
 
 

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xdist.scheduler import LoadFileScheduling
+
 TABLE = Path(__file__).resolve().parent / "module_seconds.json"
 UNKNOWN_S = 60.0  # a module without a measurement: about a stack's start and two tests
 UPDATE_VARIABLE = "REGIONFLOW_MODULE_SECONDS"
@@ -40,9 +42,9 @@ def read_table(path: Path = TABLE) -> dict[str, float]:
 
 
 def longest_first(items: list, table: dict[str, float] | None = None) -> None:
-    """Reorder `items` (pytest items, in place) by module, the longest expected module first; a module's tests
-    keep their order, and modules of equal expectation keep theirs (the sort is stable; pytest collects a
-    module's tests together)."""
+    """Reorder `items` (pytest items, in place) by unit of xdist's queue (`unit_of`: a module, or the modules that
+    share a stack, by their sum), the longest expected unit first; a module's tests keep their order, and units of
+    equal expectation keep theirs (the sort is stable; pytest collects a module's tests together)."""
     seconds = read_table() if table is None else table
     units: dict[str, float] = {}
     for module in {module_of(item.nodeid) for item in items}:
@@ -61,16 +63,11 @@ def unit_of(module: str) -> str:
     return SHARED_STACK_UNIT if module in SHARED_STACK_MODULES else module
 
 
-def grouped_load_file_scheduling():
-    """xdist's ``--dist loadfile`` scheduler class with the shared-stack modules as one unit (imported only
-    under xdist's controller)."""
-    from xdist.scheduler import LoadFileScheduling
+class GroupedLoadFileScheduling(LoadFileScheduling):
+    """xdist's ``--dist loadfile`` scheduler with the shared-stack modules as one unit (`unit_of`)."""
 
-    class GroupedLoadFileScheduling(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return unit_of(super()._split_scope(nodeid))
-
-    return GroupedLoadFileScheduling
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of(super()._split_scope(nodeid))
 
 
 @dataclass

@@ -51,8 +51,7 @@ def test_the_modules_sharing_a_stack_queue_as_one_unit_by_their_sum():
 
 
 def test_xdists_loadfile_scheduler_gives_the_shared_stack_modules_one_unit_and_every_other_module_its_own():
-    scheduling = suite_order.grouped_load_file_scheduling()
-    scheduler = object.__new__(scheduling)  # _split_scope reads nothing of the scheduler's state
+    scheduler = object.__new__(suite_order.GroupedLoadFileScheduling)  # _split_scope reads none of its state
     units = {scheduler._split_scope(f"{module}::test_x[1]") for module in suite_order.SHARED_STACK_MODULES}
     assert units == {suite_order.SHARED_STACK_UNIT}
     assert scheduler._split_scope("tests/airflow/test_ui_plugin.py::test_y") == "tests/airflow/test_ui_plugin.py"

@@ -13,18 +13,26 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from suite_order import SHARED_STACK_MODULES, module_of
 
 from regionflow.testing import EmbeddedAirflow
+from regionflow.testing.conformance import STACK_CONFIG
 
-# The stack's configuration, the same for every module. No DAG of these modules runs on its schedule
-# (orders_daily's runs are its backfill's and one triggered run; Airflow's examples are triggered).
+# The stack's [regionflow] options, the same for every module.
 OPTIONS = {"hosts": "localhost:slots=4", "max_shards": "1", "backend": "session", "elastic_wait": "2"}
-EXTRA_CONFIG = {"scheduler": {"use_job_schedule": "False"}}
+
+
+def embedded_stack(home: str) -> EmbeddedAirflow:
+    """The shared stack in `home`, not started. No DAG of these modules runs on its schedule (`STACK_CONFIG`:
+    orders_daily's runs are its backfill's and one triggered run; Airflow's examples are triggered)."""
+    dags = os.path.join(home, "dags")
+    os.makedirs(dags, exist_ok=True)
+    options = {**OPTIONS, "data_dir": os.path.join(home, "data")}
+    return EmbeddedAirflow(home, dags, regionflow_options=options, extra_config=STACK_CONFIG)
 
 
 @dataclass(frozen=True)
@@ -39,11 +47,14 @@ class ModuleStack:
 
 class SharedStack:
     """The shared stack of one pytest session (one xdist worker): started by the first module that asks for it,
-    stopped when the last module that will use it ends (`remaining`: the node ids of those modules)."""
+    stopped when the last module that will use it ends (`remaining`: the node ids of those modules). `make_stack`
+    builds the stack in `home` (`embedded_stack`)."""
 
-    def __init__(self, home: str, remaining: Sequence[str]) -> None:
+    def __init__(self, home: str, remaining: Sequence[str],
+                 make_stack: Callable[[str], EmbeddedAirflow] = embedded_stack) -> None:
         self.home = home
         self.remaining = set(remaining)
+        self.make_stack = make_stack
         self.stack: EmbeddedAirflow | None = None
         self._scheduler: tuple[int, dict[str, str]] | None = None  # (pid, env) of the scheduler this class started
 
@@ -73,10 +84,7 @@ class SharedStack:
 
     def _started(self) -> EmbeddedAirflow:
         if self.stack is None:
-            dags = os.path.join(self.home, "dags")
-            os.makedirs(dags, exist_ok=True)
-            options = {**OPTIONS, "data_dir": os.path.join(self.home, "data")}
-            stack = EmbeddedAirflow(self.home, dags, regionflow_options=options, extra_config=EXTRA_CONFIG)
+            stack = self.make_stack(self.home)
             stack.start()  # stops whatever it started when it fails: the next module tries again
             [pid] = stack.pids_of("scheduler")
             self.stack, self._scheduler = stack, (pid, {})

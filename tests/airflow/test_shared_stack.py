@@ -9,10 +9,14 @@ from suite_order import SHARED_STACK_MODULES
 
 
 class RecordingStack:
-    def __init__(self, dags_folder):
-        self.dags_folder = dags_folder
+    def __init__(self, home):
+        self.dags_folder = os.path.join(home, "dags")
+        os.makedirs(self.dags_folder)
         self.scheduler_pid = 100
         self.calls = []
+
+    def start(self):
+        self.calls.append(("start",))
 
     def pids_of(self, component):
         assert component == "scheduler"
@@ -36,25 +40,21 @@ class StoppedServers:
 def shared(tmp_path):
     dag = tmp_path / "source.py"
     dag.write_text("# a DAG file\n")
-    (tmp_path / "dags").mkdir()
-    shared = SharedStack(str(tmp_path), SHARED_STACK_MODULES)
-    shared.stack = RecordingStack(str(tmp_path / "dags"))
-    shared._scheduler = (100, {})  # as _started leaves it
-    return shared, str(dag)
+    return SharedStack(str(tmp_path), SHARED_STACK_MODULES, make_stack=RecordingStack), str(dag)
 
 
 def test_the_scheduler_restarts_only_for_another_environment_and_the_stack_stops_after_the_last_module(shared):
     shared, dag = shared
-    stack = shared.stack
     first, second, third = SHARED_STACK_MODULES
     with shared.module(first, ModuleStack({"a.py": dag})):
-        assert stack.calls == []  # the environment it started with
+        stack = shared.stack
+        assert stack.calls == [("start",)]  # no restart: the environment it started with
         assert os.path.exists(os.path.join(stack.dags_folder, "a.py"))
     with shared.module(second, ModuleStack({"b.py": dag}, {"AIRFLOW__CORE__PARALLELISM": "8"})):
-        assert stack.calls == [("restart", "scheduler", {"AIRFLOW__CORE__PARALLELISM": "8"})]
+        assert stack.calls[1:] == [("restart", "scheduler", {"AIRFLOW__CORE__PARALLELISM": "8"})]
         stack.scheduler_pid += 1  # the module restarts the scheduler itself
     with shared.module(third, ModuleStack({"c.py": dag}, {"AIRFLOW__CORE__PARALLELISM": "8"})):
-        assert stack.calls[1:] == [("restart", "scheduler", {"AIRFLOW__CORE__PARALLELISM": "8"})]
+        assert stack.calls[2:] == [("restart", "scheduler", {"AIRFLOW__CORE__PARALLELISM": "8"})]
     assert stack.calls[-1] == ("stop",) and shared.stack is None
 
 
