@@ -47,6 +47,7 @@ from .admission import Try
 from .composition import Seams, build_parts
 from .guard import Every, guarded
 from .guest import DONE_STATES, FINISHED_STATES, STILL_LIVE, STILL_QUEUED, RegionflowConfigError
+from .preload import preload_task_modules
 from .queued_stamps import STARTING_FRACTION
 from .workers import AirflowOperations, LocalWorkers
 
@@ -83,6 +84,9 @@ class RegionExecutor(LocalExecutor):
     # loop, and an exception of ours must fail at most the task it concerns, never the scheduler.
 
     def start(self) -> None:
+        # before LocalExecutor forks its workers, so every task process inherits the Connect client's modules
+        guarded(self.log, "preloading the region tasks' modules", preload_task_modules, self.rf_config.backend,
+                self.is_mp_using_fork, self.log)
         super().start()
         guarded(self.log, "joining the shared slot pool", self.recovery.start, _job_id(self.job_id))
         guarded(self.log, "reading the shared slot pool", self.gate.refresh)
