@@ -293,8 +293,9 @@ def test_a_component_that_dies_is_reported_with_its_log(tmp_path) -> None:
 
 @pytest.mark.timeout(300)
 def test_a_session_server_that_cannot_start_fails_the_start_and_leaves_nothing_running(tmp_path) -> None:
-    """The session servers start while the components do: a server's error (its port taken here) still fails
-    `start` with its cause, and the stack it was starting beside is stopped."""
+    """The session servers start while the components do: a server's error (its port taken here) fails `start`
+    with its cause as soon as it happens, without waiting for the components to be healthy, and the stack it was
+    starting beside is stopped."""
     from regionflow.spark.servers.connect import SessionServerError
 
     with socket.socket() as taken:
@@ -305,6 +306,7 @@ def test_a_session_server_that_cannot_start_fails_the_start_and_leaves_nothing_r
                                   regionflow_options={"backend": "session", "session_base_port": str(port)})
         with pytest.raises(SessionServerError, match=f"port {port} on 127.0.0.1 is already in use"):
             airflow.start(timeout=240)
+    assert "start_to_healthy_s" not in airflow.timings, airflow.timings  # it gave up, not waited for the health
     assert airflow.pids() == []
     assert [status.state for status in airflow.session_servers.status()] == ["down"]
 

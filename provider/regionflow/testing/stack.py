@@ -27,7 +27,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -228,8 +228,13 @@ class EmbeddedAirflow(AirflowRestClient):
             # method returns); leaving the block waits for that start, so a failed health wait stops them too
             with ThreadPoolExecutor(1, thread_name_prefix="session-servers") as pool:
                 servers = pool.submit(self._start_session_servers, timeout)
-                self._wait_until_healthy(deadline, timeout)
-                self.timings["start_to_healthy_s"] = round(time.monotonic() - started, 2)
+
+                def servers_failed() -> bool:  # then the start fails at once, not once the components are up
+                    return servers.done() and servers.exception() is not None
+
+                self._wait_until_healthy(deadline, timeout, servers_failed)
+                if not servers_failed():
+                    self.timings["start_to_healthy_s"] = round(time.monotonic() - started, 2)
             servers.result()
         except BaseException:
             self.stop()
@@ -330,11 +335,13 @@ class EmbeddedAirflow(AirflowRestClient):
         self._wait_until_healthy(time.monotonic() + timeout, timeout)
         return [component.process.pid for component in revived]
 
-    def _wait_until_healthy(self, deadline: float, timeout: float) -> None:
+    def _wait_until_healthy(self, deadline: float, timeout: float,
+                            given_up: Callable[[], bool] = lambda: False) -> None:
         """Until every component is healthy by a heartbeat of this start and the execution API has
-        answered once (see `readiness`); `StartTimeout` at `deadline`, `ComponentFailed` at an exit."""
+        answered once (see `readiness`), or `given_up()`; `StartTimeout` at `deadline`, `ComponentFailed` at
+        an exit."""
         since = datetime.now(UTC)
-        while True:
+        while not given_up():
             self._processes.fail_if_one_died()
             health = health_or_none(self._client())
             unhealthy = unhealthy_components(health, self.components, since)
@@ -344,7 +351,7 @@ class EmbeddedAirflow(AirflowRestClient):
                                     f"(last health answer: {health})")
             time.sleep(POLL_SECONDS)
         started = time.monotonic()
-        while not execution_api_answers(self._client(), deadline - time.monotonic()):
+        while not given_up() and not execution_api_answers(self._client(), deadline - time.monotonic()):
             self._processes.fail_if_one_died()
             self._fail_at(deadline, f"was healthy, but its execution API (/execution/health) did not answer within "
                                     f"{timeout:.0f} s of the start")
