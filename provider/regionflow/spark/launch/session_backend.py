@@ -100,8 +100,15 @@ class SessionSubmission:
             note(f"attempt {self.task.attempt_id} of {self.task.unit_name} finished")
         except VertexFailure as failure:
             returncode = EXIT_VERTEX_FAILED
-            note(f"regionflow: error: {failure}")
-            lines.extend(traceback.format_exc().splitlines())
+            trace = traceback.format_exc().splitlines()
+            try:
+                note(f"regionflow: error: {failure}")
+            except BaseException as unheard:  # noqa: BLE001 - the log is gone (its supervisor died, say)
+                # the attempt still ends with a result, or it would end unrecorded: killed (the parent watch
+                # interrupted the session, which failed the vertex) or failed for why its log is gone
+                if not self._killed.is_set():
+                    returncode, error = EXIT_FAILED, f"{type(unheard).__name__}: {unheard}"
+            lines.extend(trace)
         except BaseException as failure:  # noqa: BLE001 - turned into the result, like a failed process
             returncode = EXIT_FAILED
             if not self._killed.is_set():
