@@ -12,11 +12,12 @@ from rf_test_jobs import BULKY_ROWS
 
 from regionflow.core.graph import load_job
 from regionflow.core.plan import Plan
+from regionflow.spark.launch.pyfiles import build_py_files
 from regionflow.units.runner import LocalRunner, RunOptions
 
 pytestmark = pytest.mark.timeout(600)
 JOB = "rf_test_jobs:bulky_job"
-LEFT_FREE = 512 * 1024  # room for the run's own small files (task, descriptors, py-files), not for the data
+SMALL_FILES = 256 * 1024  # room for the run's task and descriptor files besides its py-files zips, not for the data
 
 
 @pytest.fixture
@@ -36,18 +37,25 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def fill(mount: str) -> str:
-    """A ballast file that leaves LEFT_FREE bytes free on `mount`."""
+def room_for_small_files(scratch: str) -> int:
+    """Bytes the run's own files need before its data: its py-files zips (regionflow's grows with the package,
+    ~0.5 MB) and `SMALL_FILES`; the ~4 MB the bulky vertex writes do not fit."""
+    zips = build_py_files(scratch, [JOB.split(":")[0]])
+    return sum(os.path.getsize(path) for path in zips) + SMALL_FILES
+
+
+def fill(mount: str, left_free: int) -> str:
+    """A ballast file that leaves `left_free` bytes free on `mount`."""
     ballast = os.path.join(mount, "ballast")
     with open(ballast, "wb") as handle:
-        handle.write(b"\0" * max(0, shutil.disk_usage(mount).free - LEFT_FREE))
+        handle.write(b"\0" * max(0, shutil.disk_usage(mount).free - left_free))
     return ballast
 
 
 def test_a_full_partition_store_fails_the_attempt_with_its_free_space_and_the_retry_succeeds(
-        shared_servers, small_disk):
+        shared_servers, small_disk, tmp_path):
     servers, _ = shared_servers
-    ballast = fill(small_disk)
+    ballast = fill(small_disk, room_for_small_files(str(tmp_path / "zips")))
     lines: list[str] = []
 
     def progress(line: str) -> None:
