@@ -28,7 +28,7 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: venv constraints bytecode lint test test-quick test-long test-all demo bench docs ui ui-check clean
+.PHONY: venv constraints bytecode jvm-archive lint test test-quick test-long test-all demo bench docs ui ui-check clean
 
 venv: $(STAMP)
 
@@ -70,6 +70,12 @@ lint: venv
 bytecode: venv
 	$(VPY) -m compileall -q provider dags plugins >/dev/null
 
+# The class-data-sharing archive the suite's spark-submit JVMs (Spark Connect servers, drivers) map their classes
+# from (tests/suite_jvm_archive.py): ~45 s once per checkout, JDK and pyspark; a Connect server then starts on
+# 0.61x the CPU seconds. tests/conftest.py uses it when it is there.
+jvm-archive: venv
+	$(VPY) tests/suite_jvm_archive.py >/dev/null
+
 # `make test` is what CI runs: the suite but for the tests marked `long` (tests/conftest.py: scenarios that cost
 # minutes each, each with a cheaper sibling in the suite), which `make test-long` runs; `make test-all` runs both.
 # `make test-quick`, for the edit loop: the tests not marked `heavy` either (tests/conftest.py marks those that
@@ -92,7 +98,7 @@ LIGHT := $(PYTEST) -n $(LIGHT_WORKERS) -m "not heavy and not long"
 HEAVY_WORKERS ?= 3
 HEAVY := $(PYTEST) -n $(HEAVY_WORKERS) --dist loadfile --longest-first --no-loadscope-reorder -m "heavy and not long"
 
-test: venv bytecode
+test: venv bytecode jvm-archive
 	$(LIGHT) $(PYTEST_ARGS); light=$$?; \
 	$(HEAVY) $(PYTEST_ARGS); heavy=$$?; \
 	for code in $$light $$heavy; do [ $$code = 0 ] || [ $$code = 5 ] || exit $$code; done; \
@@ -101,10 +107,10 @@ test: venv bytecode
 test-quick: venv
 	$(LIGHT) $(PYTEST_ARGS)
 
-test-long: venv bytecode
+test-long: venv bytecode jvm-archive
 	$(PYTEST) -m long $(PYTEST_ARGS)
 
-test-all: venv bytecode
+test-all: venv bytecode jvm-archive
 	$(PYTEST) $(PYTEST_ARGS)
 
 DEMO_DIR ?= $(CURDIR)/.demo

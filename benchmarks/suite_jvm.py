@@ -1,13 +1,16 @@
 """What the test suite's JVM options save (tests/conftest.py sets ``JAVA_TOOL_OPTIONS`` to ``SUITE_JAVA_OPTIONS``,
-from tests/suite_jvm_options.py):
+from tests/suite_jvm_options.py), and what its class archive saves on top (``SPARK_SUBMIT_OPTS`` mapping
+tests/suite_jvm_archive.py's archive, measured when `make jvm-archive` has written it):
 CPU seconds and wall time of what a heavy test module does with Spark, once with the JVM's default tiered
-compilation and once with the suite's options, alternating, in the same invocation.
+compilation, once with the suite's options and once with those and the archive, alternating, in the same
+invocation.
 
 One round is: start a Spark Connect server (4 slots, as the suite's session server), run the example job's plain
 PySpark reference on it ``--jobs`` times (as the reference fixture and the vertex-level tests do), stop it. CPU
 seconds are the whole machine's busy time over the round (``/proc/stat``: the server's JVM, the launcher JVM in
 front of it and this client), so run it on an otherwise idle box; the CPU probe's figure is printed with the
-result. Figures are medians of ``--repeats`` rounds per option set; the ratios are the suite's over the default's.
+result. Figures are medians of ``--repeats`` rounds per option set; the ratios are the suite's over the default's,
+and the archive's over the suite's.
 
 Usage: .venv/bin/python benchmarks/suite_jvm.py [--repeats 3] [--jobs 3] [--format json]
 """
@@ -74,17 +77,26 @@ def main() -> None:
         print(json.dumps(one_round(args.jobs)))
         return
     sys.path.insert(0, TESTS)
+    import suite_jvm_archive
     from suite_jvm_options import SUITE_JAVA_OPTIONS
 
     from rfbench.machine import cpu_unit_times
 
-    kinds = {"default": "", "suite": SUITE_JAVA_OPTIONS}
+    archive: dict[str, str] = {}
+    if suite_jvm_archive.use_archive(archive) is None:
+        print("no class archive: `make jvm-archive` first to measure it too", file=sys.stderr)
+    kinds = {"default": ("", ""), "suite": (SUITE_JAVA_OPTIONS, "")}
+    if archive:
+        kinds["suite+archive"] = (SUITE_JAVA_OPTIONS, archive["SPARK_SUBMIT_OPTS"])
     rounds: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for repeat in range(args.repeats):
-        for kind, options in kinds.items():  # alternating, so a slower stretch of the box hits both alike
-            env = {key: value for key, value in os.environ.items() if key != "JAVA_TOOL_OPTIONS"}
+        for kind, (options, submit_options) in kinds.items():  # alternating: a slower stretch hits all alike
+            env = {key: value for key, value in os.environ.items()
+                   if key not in ("JAVA_TOOL_OPTIONS", "SPARK_SUBMIT_OPTS")}
             if options:
                 env["JAVA_TOOL_OPTIONS"] = options
+            if submit_options:
+                env["SPARK_SUBMIT_OPTS"] = submit_options
             print(f"round {repeat + 1}/{args.repeats}: {kind} JVM options ...", file=sys.stderr, flush=True)
             done = subprocess.run([sys.executable, __file__, "--one", "--jobs", str(args.jobs)], check=True,
                                   stdout=subprocess.PIPE, text=True, env=env)
@@ -97,6 +109,8 @@ def main() -> None:
         "cpu_unit_ms": round(statistics.median(cpu_unit_times()), 1), "medians": figures,
         "ratio_suite_to_default": {key: round(figures["suite"][key] / figures["default"][key], 2)
                                    for key in figures["default"]},
+        "ratio_archive_to_suite": {key: round(figures["suite+archive"][key] / figures["suite"][key], 2)
+                                   for key in figures["suite"]} if archive else None,
         "same_rows": len({tuple(map(tuple, r["rows"])) for kept in rounds.values() for r in kept}) == 1,
     }
     if args.format == "json":
@@ -104,8 +118,12 @@ def main() -> None:
         return
     print(f"CPU probe {result['cpu_unit_ms']} ms; {args.jobs} reference runs per round, medians of {args.repeats}")
     for key, ratio in result["ratio_suite_to_default"].items():
-        print(f"  {key:13} default {figures['default'][key]:6.2f}  suite {figures['suite'][key]:6.2f}  "
-              f"ratio {ratio:.2f}")
+        line = (f"  {key:13} default {figures['default'][key]:6.2f}  suite {figures['suite'][key]:6.2f}  "
+                f"ratio {ratio:.2f}")
+        if archive:
+            line += (f"  suite+archive {figures['suite+archive'][key]:6.2f}  "
+                     f"ratio to suite {result['ratio_archive_to_suite'][key]:.2f}")
+        print(line)
     print(f"  same rows in every round: {result['same_rows']}")
 
 

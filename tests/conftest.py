@@ -5,6 +5,7 @@ import os
 import time
 
 import pytest
+import suite_jvm_archive  # tests/suite_jvm_archive.py
 import suite_order  # tests/suite_order.py
 from suite_jvm_options import SUITE_JAVA_OPTIONS
 
@@ -16,6 +17,10 @@ ORDERS = "regionflow.examples.orders:job"
 
 # Every JVM the suite starts runs with these options (tests/suite_jvm_options.py); a caller's own is kept as given.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SUITE_JAVA_OPTIONS)
+# spark-submit's JVMs map the classes a Connect server loads from the suite's class archive, when `make jvm-archive`
+# wrote it (tests/suite_jvm_archive.py); the xdist workers inherit the variable from the controller.
+if "SPARK_SUBMIT_OPTS" not in os.environ:
+    suite_jvm_archive.use_archive(os.environ)
 MEASURE_EVERY_S = 120.0
 
 

@@ -44,6 +44,27 @@ def test_the_sessions_server_jvm_runs_with_the_suites_java_options(event_servers
         assert f"Picked up JAVA_TOOL_OPTIONS: {options}\n" in log.read()
 
 
+def test_the_sessions_server_jvm_maps_the_suites_class_archive(event_servers):
+    """tests/conftest.py gives spark-submit's JVMs the class archive `make jvm-archive` writes
+    (tests/suite_jvm_archive.py) through ``SPARK_SUBMIT_OPTS``; the server's JVM has the archive's file mapped, so
+    it did not fall back to loading its classes from the jars."""
+    from regionflow.processes import process_group_members
+
+    options = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    assert "-XX:SharedArchiveFile=" in options, "no class archive: `make jvm-archive` writes it (make test does)"
+    archive = options.split("-XX:SharedArchiveFile=", 1)[1].split()[0]
+    servers, _ = event_servers
+    mapped = {}
+    for status in servers.status():
+        for pid in process_group_members(status.pid):
+            try:
+                with open(f"/proc/{pid}/maps", encoding="utf-8") as maps:
+                    mapped[pid] = archive in maps.read()
+            except OSError:
+                continue
+    assert any(mapped.values()), mapped
+
+
 @pytest.mark.parametrize("mode", ["all-blocking", "all-pipelined"])
 def test_jobs_per_vertex_do_not_grow_with_parallelism_and_files_stay_linear(
         mode, shared_servers, orders_reference, tmp_path, monkeypatch):
