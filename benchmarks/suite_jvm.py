@@ -26,7 +26,6 @@ import tempfile
 import time
 
 TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
-ORDERS = "regionflow.examples.orders:job"
 
 
 def busy_seconds() -> float:
@@ -38,32 +37,17 @@ def busy_seconds() -> float:
 
 def one_round(jobs: int) -> dict:
     """In this process: a server start, `jobs` reference runs on it, its stop; CPU and wall seconds of each part."""
-    from regionflow.core.graph import load_job
-    from regionflow.core.plan import Plan
-    from regionflow.scheduling.hosts import Cluster
-    from regionflow.spark.servers.client_env import no_client_marks
-    from regionflow.spark.servers.session_servers import SessionServers
-    from regionflow.units.reference import run_reference
-    from regionflow.units.runner import RunOptions
+    from suite_jvm_archive import server_round
 
-    work = tempfile.mkdtemp(prefix="rf-bench-suite-jvm-")
-    servers = SessionServers(Cluster.local_default(4), os.path.join(work, "sessions"), base_port=None)
-    cpu, wall = busy_seconds(), time.monotonic()
-    with no_client_marks():
-        try:
-            servers.start()
-            started_cpu, started_wall = busy_seconds(), time.monotonic()
-            rows = set()
-            for number in range(jobs):
-                options = RunOptions(data_dir=os.path.join(work, f"run-{number}"), cluster=servers.cluster,
-                                     progress=None, servers=servers)
-                totals = run_reference(ORDERS, Plan(load_job(ORDERS)), options).sinks["totals"]
-                rows.add((totals["rows"], totals["checksum"]))
-            ran_cpu, ran_wall = busy_seconds(), time.monotonic()
-        finally:
-            servers.stop()
+    points = {"begin": (busy_seconds(), time.monotonic())}
+
+    def mark(part: str) -> None:
+        points[part] = (busy_seconds(), time.monotonic())
+
+    rows = server_round(tempfile.mkdtemp(prefix="rf-bench-suite-jvm-"), 4, jobs, mark)
+    (cpu, wall), (started_cpu, started_wall), (ran_cpu, ran_wall) = points["begin"], points["started"], points["ran"]
     return {"start_cpu_s": started_cpu - cpu, "start_wall_s": started_wall - wall,
-            "jobs_cpu_s": ran_cpu - started_cpu, "jobs_wall_s": ran_wall - started_wall, "rows": sorted(rows)}
+            "jobs_cpu_s": ran_cpu - started_cpu, "jobs_wall_s": ran_wall - started_wall, "rows": rows}
 
 
 def main() -> None:
@@ -73,21 +57,21 @@ def main() -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one round, in this process
     args = parser.parse_args()
+    sys.path.insert(0, TESTS)
     if args.one:
         print(json.dumps(one_round(args.jobs)))
         return
-    sys.path.insert(0, TESTS)
     import suite_jvm_archive
     from suite_jvm_options import SUITE_JAVA_OPTIONS
 
     from rfbench.machine import cpu_unit_times
 
-    archive: dict[str, str] = {}
-    if suite_jvm_archive.use_archive(archive) is None:
+    archive = suite_jvm_archive.built_submit_options()
+    if archive is None:
         print("no class archive: `make jvm-archive` first to measure it too", file=sys.stderr)
     kinds = {"default": ("", ""), "suite": (SUITE_JAVA_OPTIONS, "")}
     if archive:
-        kinds["suite+archive"] = (SUITE_JAVA_OPTIONS, archive["SPARK_SUBMIT_OPTS"])
+        kinds["suite+archive"] = (SUITE_JAVA_OPTIONS, archive)
     rounds: dict[str, list[dict]] = {kind: [] for kind in kinds}
     for repeat in range(args.repeats):
         for kind, (options, submit_options) in kinds.items():  # alternating: a slower stretch hits all alike

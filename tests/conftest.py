@@ -19,8 +19,8 @@ ORDERS = "regionflow.examples.orders:job"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SUITE_JAVA_OPTIONS)
 # spark-submit's JVMs map the classes a Connect server loads from the suite's class archive, when `make jvm-archive`
 # wrote it (tests/suite_jvm_archive.py); the xdist workers inherit the variable from the controller.
-if "SPARK_SUBMIT_OPTS" not in os.environ:
-    suite_jvm_archive.use_archive(os.environ)
+if "SPARK_SUBMIT_OPTS" not in os.environ and (_submit_options := suite_jvm_archive.built_submit_options()):
+    os.environ["SPARK_SUBMIT_OPTS"] = _submit_options
 MEASURE_EVERY_S = 120.0
 
 

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import MutableMapping
+from collections.abc import Callable
 
 from suite_jvm_options import SUITE_JAVA_OPTIONS
 
@@ -63,17 +63,13 @@ def submit_options(path: str) -> str:
     return f"-XX:SharedArchiveFile={path} -Xlog:disable -Xlog:all=warning:stderr"
 
 
-def use_archive(environ: MutableMapping[str, str]) -> str | None:
-    """Set ``SPARK_SUBMIT_OPTS`` in `environ` to map the archive, if it was built; its path, or None (none built,
-    or no JDK here)."""
+def built_submit_options() -> str | None:
+    """`submit_options` of the archive if it was built, else None (none built, or no JDK here)."""
     try:
         path = archive_path()
     except (OSError, ImportError):
         return None
-    if not os.path.exists(path):
-        return None
-    environ["SPARK_SUBMIT_OPTS"] = submit_options(path)
-    return path
+    return submit_options(path) if os.path.exists(path) else None
 
 
 def build(path: str) -> None:
@@ -97,8 +93,11 @@ def build(path: str) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _one_server(work: str) -> None:
-    """In this process: a Connect server of 2 slots, one reference run of the example job on it, its stop."""
+def server_round(work: str, slots: int, jobs: int, mark: Callable[[str], object] = lambda part: None,
+                 stop_grace_s: float = 10.0) -> list[tuple[int, int]]:
+    """In this process: a Connect server of `slots` slots, `jobs` reference runs of the example job on it, its stop
+    (given `stop_grace_s` to exit); ``mark("started")`` and ``mark("ran")`` between the parts. The runs' distinct
+    (rows, checksum), sorted. benchmarks/suite_jvm.py times its parts; `build` has its JVM write the archive."""
     from regionflow.core.graph import load_job
     from regionflow.core.plan import Plan
     from regionflow.scheduling.hosts import Cluster
@@ -107,21 +106,27 @@ def _one_server(work: str) -> None:
     from regionflow.units.reference import run_reference
     from regionflow.units.runner import RunOptions
 
-    servers = SessionServers(Cluster.local_default(2), os.path.join(work, "sessions"), base_port=None)
+    servers = SessionServers(Cluster.local_default(slots), os.path.join(work, "sessions"), base_port=None)
+    rows = set()
     with no_client_marks():
         try:
             servers.start()
-            options = RunOptions(data_dir=os.path.join(work, "run"), cluster=servers.cluster, progress=None,
-                                 servers=servers)
-            run_reference(ORDERS, Plan(load_job(ORDERS)), options)
+            mark("started")
+            for number in range(jobs):
+                options = RunOptions(data_dir=os.path.join(work, f"run-{number}"), cluster=servers.cluster,
+                                     progress=None, servers=servers)
+                totals = run_reference(ORDERS, Plan(load_job(ORDERS)), options).sinks["totals"]
+                rows.add((totals["rows"], totals["checksum"]))
+            mark("ran")
         finally:
             for name in list(servers.servers):
-                servers.server(name).stop(grace_seconds=DUMP_GRACE_S)
+                servers.server(name).stop(grace_seconds=stop_grace_s)
+    return sorted(rows)
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--one-server"]:
-        _one_server(argv[1])
+        server_round(argv[1], slots=2, jobs=1, stop_grace_s=DUMP_GRACE_S)
         return 0
     path = archive_path()
     if not os.path.exists(path):

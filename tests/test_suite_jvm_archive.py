@@ -8,9 +8,7 @@ import suite_jvm_archive
 
 def test_no_archive_built_leaves_spark_submit_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(suite_jvm_archive, "ARCHIVE_DIR", str(tmp_path))
-    environ = {}
-    assert suite_jvm_archive.use_archive(environ) is None
-    assert environ == {}
+    assert suite_jvm_archive.built_submit_options() is None
 
 
 def test_a_built_archive_is_given_to_spark_submit_with_the_jvms_warnings_on_stderr(tmp_path, monkeypatch):
@@ -19,9 +17,7 @@ def test_a_built_archive_is_given_to_spark_submit_with_the_jvms_warnings_on_stde
     assert os.path.dirname(path) == str(tmp_path)
     with open(path, "wb"):
         pass
-    environ = {}
-    assert suite_jvm_archive.use_archive(environ) == path
-    options = environ["SPARK_SUBMIT_OPTS"].split()
+    options = suite_jvm_archive.built_submit_options().split()
     assert f"-XX:SharedArchiveFile={path}" in options
     assert options[-2:] == ["-Xlog:disable", "-Xlog:all=warning:stderr"]  # nothing of it in a driver's stdout
 
@@ -35,6 +31,4 @@ def test_the_name_changes_with_the_suites_jvm_options(monkeypatch):
 def test_without_a_jdk_there_is_no_archive_and_no_error(tmp_path, monkeypatch):
     monkeypatch.setattr(suite_jvm_archive, "ARCHIVE_DIR", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))  # no `java` on it
-    environ = {}
-    assert suite_jvm_archive.use_archive(environ) is None
-    assert environ == {}
+    assert suite_jvm_archive.built_submit_options() is None

@@ -48,11 +48,13 @@ def test_the_sessions_server_jvm_maps_the_suites_class_archive(event_servers):
     """tests/conftest.py gives spark-submit's JVMs the class archive `make jvm-archive` writes
     (tests/suite_jvm_archive.py) through ``SPARK_SUBMIT_OPTS``; the server's JVM has the archive's file mapped, so
     it did not fall back to loading its classes from the jars."""
+    import suite_jvm_archive
+
     from regionflow.processes import process_group_members
 
-    options = os.environ.get("SPARK_SUBMIT_OPTS", "")
-    assert "-XX:SharedArchiveFile=" in options, "no class archive: `make jvm-archive` writes it (make test does)"
-    archive = options.split("-XX:SharedArchiveFile=", 1)[1].split()[0]
+    archive = suite_jvm_archive.archive_path()
+    assert os.environ.get("SPARK_SUBMIT_OPTS") == suite_jvm_archive.submit_options(archive), \
+        "no class archive: `make jvm-archive` writes it (make test does)"
     servers, _ = event_servers
     mapped = {}
     for status in servers.status():
